@@ -1,0 +1,18 @@
+"""nbgrader configuration of the course, read by every stock nbgrader command run here.
+
+The course root is this file's folder, wherever the repository is cloned, so
+`nbgrader generate_assignment 01_optimizers --force`, `nbgrader autograde 01_optimizers --force`,
+`nbgrader generate_feedback ...` and `nbgrader export` work from the root without flags.
+The settings live in `solutions_lib.course.config` so that temporary courses (tests, the
+self-check) grade exactly as the instructor's course does.
+"""
+import os
+import sys
+
+_root = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _root)  # solutions_lib is importable even without `pip install -e .`
+
+from solutions_lib.course.config import apply_course_config  # noqa: E402
+
+c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
+apply_course_config(c, root=_root)

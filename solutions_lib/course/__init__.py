@@ -1,0 +1,1 @@
+"""Course tooling: nbgrader configuration, notebook format, coverage map, self-check, demo."""
