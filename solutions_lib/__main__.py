@@ -1,0 +1,107 @@
+"""Command-line tools of the course: `python -m solutions_lib <command>`.
+
+  demo       build release/, autograde a sample class, print the grade table (the main job)
+  release    rebuild release/ from source/ (nbgrader generate_assignment --force)
+  check      self-check a notebook with the hidden tests, offline
+  coverage   which syllabus ids are graded where, which are missing
+  fmt        normalise the source notebooks (no outputs, stable JSON); --check only reports
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+
+
+def _quiet() -> None:
+    # nbgrader's SQLAlchemy warnings and the kernel's transport notice are not for learners.
+    warnings.filterwarnings("ignore")
+    logging.getLogger("traitlets").setLevel(logging.ERROR)
+
+
+def cmd_check(args) -> int:
+    from .course.selfcheck import CheckError, check, format_report, to_json
+
+    _quiet()
+    try:
+        report = check(args.notebook)
+    except CheckError as e:
+        if args.json:
+            import json
+            print(json.dumps({"path": args.notebook, "error": str(e)}))
+        else:
+            print(f"cannot check: {e}", file=sys.stderr)
+        return 2
+    print(to_json(report) if args.json else format_report(report))
+    return 0 if report.full_marks else 1
+
+
+def cmd_coverage(args) -> int:
+    from .course.coverage import coverage_map, format_coverage, problems
+
+    cmap = coverage_map()
+    if args.json:
+        import json
+        print(json.dumps(cmap, indent=1))
+    else:
+        print(format_coverage(cmap))
+    return 1 if problems(cmap) else 0
+
+
+def cmd_fmt(args) -> int:
+    from .course import notebooks as nbs
+    from .course.paths import source_notebooks
+
+    bad = []
+    for path in source_notebooks():
+        if nbs.is_normalised(path):
+            continue
+        bad.append(path)
+        if not args.check:
+            nbs.write(nbs.normalise(nbs.read(path)), path)
+    for p in bad:
+        print(("not normalised: " if args.check else "normalised: ") + str(p))
+    return 1 if (bad and args.check) else 0
+
+
+def cmd_release(args) -> int:
+    from .course.demo import release
+    from .course.grader import ensure_tools_on_path
+    from .course.paths import course_root
+
+    ensure_tools_on_path()
+    names = release(course_root())
+    print("release/ rebuilt for: " + ", ".join(names))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .course.demo import main
+
+    _quiet()
+    return main()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m solutions_lib", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="grade your notebook with the hidden tests (self-study)")
+    c.add_argument("notebook")
+    c.add_argument("--json", action="store_true", help="machine-readable report")
+    c.set_defaults(func=cmd_check)
+    c = sub.add_parser("coverage", help="syllabus coverage map")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_coverage)
+    c = sub.add_parser("fmt", help="normalise source notebooks")
+    c.add_argument("--check", action="store_true", help="report, do not rewrite")
+    c.set_defaults(func=cmd_fmt)
+    sub.add_parser("release", help="rebuild release/ from source/").set_defaults(func=cmd_release)
+    sub.add_parser("demo", help="the main job: release, grade a sample class, print the table").set_defaults(func=cmd_demo)
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Shared fixtures: a tiny fixture course (fast, no torch) and helpers for real assignments."""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from solutions_lib.course import notebooks as nbs  # noqa: E402
+from solutions_lib.course.grader import ensure_tools_on_path  # noqa: E402
+
+ensure_tools_on_path()
+warnings.filterwarnings("ignore", module="nbgrader")
+warnings.filterwarnings("ignore", message=".*not in session.*")
+
+FIXTURE = "00_fixture"
+
+
+def fixture_notebooks() -> dict[str, nbformat.NotebookNode]:
+    """Two small notebooks: autograded answers with hidden tests, and a written answer."""
+    ex = nbs.new_notebook([
+        nbs.markdown("# Fixture exercises", locked=True),
+        nbs.answer("square", "def square(x):\n    ### BEGIN SOLUTION\n    return x * x\n    ### END SOLUTION"),
+        nbs.tests("square_tests",
+                  "from solutions_lib.grading import expect_close\n"
+                  "expect_close(square(3), 9, 'square(3)')\n"
+                  "### BEGIN HIDDEN TESTS\n"
+                  "expect_close(square(-7.5), 56.25, 'square(-7.5)', hint='hidden test')\n"
+                  "### END HIDDEN TESTS", 2, ["TSX-01"]),
+        nbs.answer("cube", "def cube(x):\n    ### BEGIN SOLUTION\n    return x ** 3\n    ### END SOLUTION"),
+        nbs.tests("cube_tests",
+                  "from solutions_lib.grading import expect_close\n"
+                  "expect_close(cube(2), 8, 'cube(2)')\n"
+                  "### BEGIN HIDDEN TESTS\n"
+                  "expect_close(cube(-3), -27, 'cube(-3)')\n"
+                  "### END HIDDEN TESTS", 3, ["TSX-02"]),
+        nbs.written("why", "### BEGIN SOLUTION\nBecause squares are never negative.\n"
+                    "Rubric (1 pt): mentions the sign.\n### END SOLUTION", 1, ["TSX-02"]),
+    ])
+    th = nbs.new_notebook([
+        nbs.markdown("# Fixture theory"),
+        nbs.answer("double", "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"),
+        nbs.tests("double_tests",
+                  "from solutions_lib.grading import expect_close\n"
+                  "expect_close(double(4), 8, 'double(4)')\n"
+                  "### BEGIN HIDDEN TESTS\n"
+                  "expect_close(double(0.25), 0.5, 'double(0.25)')\n"
+                  "### END HIDDEN TESTS", 1, ["TH-01"]),
+    ])
+    return {"exercises.ipynb": nbs.normalise(ex), "theory.ipynb": nbs.normalise(th)}
+
+
+def write_fixture_course(root: Path) -> Path:
+    src = root / "source" / FIXTURE
+    src.mkdir(parents=True, exist_ok=True)
+    for name, nb in fixture_notebooks().items():
+        nbs.write(nb, src / name)
+    (root / "nbgrader_config.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from solutions_lib.course.config import apply_course_config\n"
+        "c = get_config()\n"
+        "apply_course_config(c, root=__import__('os').path.dirname(__import__('os').path.abspath(__file__)),"
+        " cell_timeout=5)\n")
+    return root
+
+
+@pytest.fixture
+def fixture_course(tmp_path, monkeypatch) -> Path:
+    """A fresh course holding only the fixture assignment; TAS_COURSE_ROOT points at it."""
+    root = write_fixture_course(tmp_path / "course")
+    monkeypatch.setenv("TAS_COURSE_ROOT", str(root))
+    return root
