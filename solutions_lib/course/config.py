@@ -29,6 +29,8 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
     c.Execute.timeout = cell_timeout
     c.Execute.interrupt_on_timeout = True
     c.Execute.execute_retries = 0
+    # No shared history file between kernels; no transport notice in every grading log.
+    c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
     # A student who deletes a test cell gets it back (with its hidden tests) at grading time.
     c.OverwriteCells.add_missing_cells = True
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
