@@ -271,8 +271,7 @@ class Lamb(torch.optim.Optimizer):
     - one trust ratio per parameter tensor (a weight matrix and its bias are separate
       "layers"); norms are Euclidean over all entries of the tensor;
     - phi is the identity: no clamp on ||w|| or on r;
-    - the bias corrections are always applied (You et al. drop them in their Algorithm 2;
-      most implementations keep them);
+    - the bias corrections are always applied (some LAMB implementations make them optional);
     - the decay uses w before this update and is scaled by r like the Adam part;
     - r = 1 when a norm is zero (a zero-initialised bias at the first step, or no gradient
       and no decay), so the optimizer never divides by zero and never stalls forever;

@@ -100,13 +100,16 @@ def test_release_leaks_no_solution_or_hidden_test(graded):
         for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
             assert marker not in text, f"{path} contains {marker}"
         src = nbs.read(ROOT / "source" / a / path.name)
-        released = "\n".join(c.source for c in nbs.read(path).cells)
+        released = {ln.strip() for c in nbs.read(path).cells for ln in c.source.splitlines()}
+        secret, public = set(), set()
         for cell in src.cells:
-            for block in _blocks(cell.source, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS") + \
-                    _blocks(cell.source, "### BEGIN SOLUTION", "### END SOLUTION"):
-                for line in block:
-                    if len(line.strip()) > 25:
-                        assert line.strip() not in released, f"{path} leaks {line.strip()!r}"
+            blocks = _blocks(cell.source, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS") + \
+                _blocks(cell.source, "### BEGIN SOLUTION", "### END SOLUTION")
+            hidden = {ln.strip() for b in blocks for ln in b}
+            secret |= hidden
+            public |= {ln.strip() for ln in cell.source.splitlines()} - hidden
+        leaks = sorted(ln for ln in (secret - public) & released if len(ln) > 25)
+        assert not leaks, f"{path} leaks solution or hidden-test lines: {leaks[:3]}"
 
 
 def _blocks(source: str, begin: str, end: str) -> list[list[str]]:
