@@ -27,7 +27,7 @@ demo: venv
 
 ## the whole test suite
 test: venv
-	$(PY) -m pytest -n $(JOBS) -q
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
 
 ## JupyterLab on the student notebooks (release/)
 lab: venv

@@ -105,9 +105,8 @@ def test_release_leaks_no_solution_or_hidden_test(graded):
         for cell in src.cells:
             blocks = _blocks(cell.source, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS") + \
                 _blocks(cell.source, "### BEGIN SOLUTION", "### END SOLUTION")
-            hidden = {ln.strip() for b in blocks for ln in b}
-            secret |= hidden
-            public |= {ln.strip() for ln in cell.source.splitlines()} - hidden
+            secret |= {ln.strip() for b in blocks for ln in b}
+            public |= {ln.strip() for ln in _outside_blocks(cell.source)}
         leaks = sorted(ln for ln in (secret - public) & released if len(ln) > 25)
         assert not leaks, f"{path} leaks solution or hidden-test lines: {leaks[:3]}"
 
@@ -122,4 +121,17 @@ def _blocks(source: str, begin: str, end: str) -> list[list[str]]:
             cur = None
         elif cur is not None:
             cur.append(line)
+    return out
+
+
+def _outside_blocks(source: str) -> list[str]:
+    """Lines a student sees: everything outside solution and hidden-test blocks."""
+    out, depth = [], 0
+    for line in source.splitlines():
+        if line.strip() in ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS"):
+            depth += 1
+        elif line.strip() in ("### END SOLUTION", "### END HIDDEN TESTS"):
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(line)
     return out
