@@ -115,7 +115,8 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
-        cell.pop("attachments", None) if not cell.get("attachments") else None
+        if not cell.get("attachments"):
+            cell.pop("attachments", None)
         cid = cell.get("id")
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")
         if gid:
@@ -169,11 +170,6 @@ def nbgrader_md(cell) -> dict:
 def graded_cells(nb) -> list:
     """Cells that carry points (autograder tests and manually graded answers)."""
     return [c for c in nb.cells if nbgrader_md(c).get("grade")]
-
-
-def is_written_answer(cell) -> bool:
-    md = nbgrader_md(cell)
-    return bool(md.get("grade") and md.get("solution"))
 
 
 def strip_solution_markers(source: str) -> str:
