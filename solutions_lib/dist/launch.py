@@ -1,0 +1,179 @@
+"""Run a function on N ranks of a torch.distributed process group, from a script or a notebook.
+
+    results = launch(fn, world_size=2, args=(x,))   # fn(rank, world_size, x) on every rank
+
+* Backend: NCCL when CUDA has at least `world_size` devices, otherwise gloo (CPU).
+* Rendezvous without a port race: the parent opens a ``TCPStore`` on port 0 (the kernel picks
+  a free port) and every rank joins that store; no MASTER_PORT guessing.
+* Start method: ``fork`` for gloo on Linux, so functions defined in a notebook cell work (the
+  ``spawn`` pickling trap); ``spawn`` for NCCL, where the function must be importable.
+* Failure: every process group gets a timeout (a hung collective raises within it); a rank that
+  raises or dies fails the whole run at once with that rank's traceback, the other ranks are
+  killed, and no process is left behind. ``LaunchError`` carries the reason.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["LaunchError", "launch", "default_backend"]
+
+
+class LaunchError(RuntimeError):
+    """A distributed run failed: a rank raised, died, or the run exceeded its time limit."""
+
+
+def default_backend(world_size: int) -> str:
+    """"nccl" when CUDA has at least `world_size` GPUs, else "gloo"."""
+    if torch.cuda.is_available() and torch.cuda.device_count() >= world_size:
+        return "nccl"
+    return "gloo"
+
+
+def _worker(rank, world_size, port, backend, pg_timeout, threads, fn, args, kwargs, conn):
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        store = dist.TCPStore("127.0.0.1", port, world_size + 1, is_master=False,
+                              timeout=_dt.timedelta(seconds=pg_timeout))
+        kw = {}
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+            kw["device_id"] = torch.device("cuda", rank)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=_dt.timedelta(seconds=pg_timeout), **kw)
+        try:
+            result = fn(rank, world_size, *args, **kwargs)
+        finally:
+            dist.destroy_process_group()
+        conn.send(("ok", result))
+    except BaseException:  # noqa: BLE001 - every failure must reach the parent
+        try:
+            conn.send(("error", traceback.format_exc()))
+        finally:
+            conn.close()
+            os._exit(1)
+    conn.close()
+    os._exit(0)
+
+
+def launch(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), kwargs: dict | None = None,
+           backend: str | None = None, timeout: float = 120.0, collective_timeout: float = 30.0,
+           threads_per_rank: int | None = None, start_method: str | None = None) -> list[Any]:
+    """Run ``fn(rank, world_size, *args, **kwargs)`` on `world_size` ranks; return the results by rank.
+
+    timeout: seconds for the whole run (start-up included); collective_timeout: the process
+    group's timeout, after which a collective that waits for a missing rank raises.
+    threads_per_rank: torch intra-op threads per rank (default: cores // world_size, at least 1).
+    Results travel back by pickle, so return small, picklable values.
+    """
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    if timeout <= 0 or collective_timeout <= 0:
+        raise ValueError("timeout and collective_timeout must be positive seconds")
+    backend = backend or default_backend(world_size)
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+    if backend == "nccl" and torch.cuda.device_count() < world_size:
+        raise ValueError(f"NCCL needs {world_size} GPUs, found {torch.cuda.device_count()}")
+    if start_method is None:
+        start_method = "fork" if backend == "gloo" and sys.platform.startswith("linux") else "spawn"
+    threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
+    ctx = mp.get_context(start_method)
+    store = dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True, wait_for_workers=False,
+                          timeout=_dt.timedelta(seconds=collective_timeout))
+    procs, conns = [], []
+    try:
+        for rank in range(world_size):
+            parent_end, child_end = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_worker, daemon=True,
+                            args=(rank, world_size, store.port, backend, collective_timeout, threads,
+                                  fn, args, kwargs or {}, child_end))
+            p.start()
+            child_end.close()
+            procs.append(p)
+            conns.append(parent_end)
+        return _collect(procs, conns, timeout)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            p.join(5)
+        for c in conns:
+            c.close()
+        del store
+
+
+_PEER_SYMPTOMS = ("Connection closed by peer", "Connection reset by peer", "Timed out", "timed out")
+
+
+def _collect(procs, conns, timeout, grace=1.0):
+    """Results by rank, or LaunchError naming the rank that failed first.
+
+    When one rank fails, its peers usually fail a moment later inside a collective
+    ("connection closed by peer", a timeout). We wait `grace` seconds for those reports and
+    blame, in order: a rank that died without a word, a rank whose error is its own, then the
+    earliest report.
+    """
+    results: dict[int, Any] = {}
+    failures: dict[int, tuple[int, float, str]] = {}
+    deadline = time.monotonic() + timeout
+    pending = dict(enumerate(conns))
+    while pending:
+        now = time.monotonic()
+        if failures and now >= min(f[1] for f in failures.values()) + grace:
+            break
+        if now >= deadline:
+            if failures:
+                break
+            raise LaunchError(f"the run exceeded its {timeout:g} s limit; ranks still running: "
+                              f"{sorted(pending)} (a hung collective or an endless loop?)")
+        ready = mpc.wait(list(pending.values()) + [procs[r].sentinel for r in pending],
+                         timeout=min(deadline - now, 0.2))
+        for rank, conn in list(pending.items()):
+            if conn in ready or conn.poll():
+                try:
+                    status, payload = conn.recv()
+                except EOFError:
+                    procs[rank].join(1)
+                    status, payload = "died", _exit_reason(procs[rank])
+                if status == "ok":
+                    results[rank] = payload
+                else:
+                    own = status == "died" or not any(s in payload for s in _PEER_SYMPTOMS)
+                    failures[rank] = (0 if status == "died" else 1 if own else 2, time.monotonic(),
+                                      payload if status == "error" else f"died without a result: {payload}")
+                del pending[rank]
+            elif procs[rank].sentinel in ready:
+                procs[rank].join(1)
+                if not conn.poll():
+                    failures[rank] = (0, time.monotonic(),
+                                      f"died without a result: {_exit_reason(procs[rank])}")
+                    del pending[rank]
+    if failures:
+        rank = min(failures, key=lambda r: failures[r][:2])
+        text = failures[rank][2]
+        others = sorted(set(failures) - {rank})
+        also = f"\n(ranks {others} failed after it)" if others else ""
+        verb = "" if text.startswith("died") else "failed:\n"
+        raise LaunchError(f"rank {rank} {verb}{text}{also}")
+    return [results[r] for r in range(len(procs))]
+
+
+def _exit_reason(p) -> str:
+    code = p.exitcode
+    if code is None:
+        return "still running"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"

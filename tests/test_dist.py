@@ -1,0 +1,124 @@
+"""The lab kit's launcher and collective counter on 2 gloo ranks."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from solutions_lib.dist import CommCounter, LaunchError, launch
+
+
+def _sum_of_ranks(rank, world_size, n):
+    x = torch.full((n,), float(rank + 1))
+    dist.all_reduce(x)
+    return rank, world_size, x.tolist(), os.getpid()
+
+
+def test_results_come_back_by_rank():
+    out = launch(_sum_of_ranks, 2, args=(3,))
+    assert [o[:3] for o in out] == [(0, 2, [3.0] * 3), (1, 2, [3.0] * 3)]
+    assert out[0][3] != out[1][3] != os.getpid()
+    assert not mp.active_children()
+
+
+def test_a_local_closure_runs_like_a_notebook_function():
+    scale = 10.0
+
+    def work(rank, world_size):
+        t = torch.tensor([scale * rank])
+        dist.all_reduce(t)
+        return t.item()
+
+    assert launch(work, 2) == [10.0, 10.0]
+
+
+def _raise_on_rank_one(rank, world_size):
+    if rank == 1:
+        raise ValueError("planted failure on rank one")
+    dist.barrier()
+
+
+def test_a_rank_that_raises_fails_the_run_with_its_traceback():
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match=r"(?s)rank 1 failed.*planted failure on rank one"):
+        launch(_raise_on_rank_one, 2, collective_timeout=10)
+    assert time.monotonic() - t0 < 5
+    assert not mp.active_children()
+
+
+def _exit_on_rank_zero(rank, world_size):
+    if rank == 0:
+        os._exit(7)
+    dist.barrier()
+
+
+def test_a_rank_that_dies_fails_the_run():
+    with pytest.raises(LaunchError, match="rank 0 died without a result: exit code 7"):
+        launch(_exit_on_rank_zero, 2, collective_timeout=10)
+
+
+def _hang_rank_zero(rank, world_size, pid_dir):
+    (pid_dir / f"{rank}.pid").write_text(str(os.getpid()))
+    if rank == 0:
+        time.sleep(600)
+    dist.all_reduce(torch.ones(4))
+
+
+def test_a_hung_collective_times_out_and_leaves_no_process(tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match=r"(?s)rank 1 failed.*[Tt]imed out"):
+        launch(_hang_rank_zero, 2, args=(tmp_path,), collective_timeout=2)
+    assert time.monotonic() - t0 < 10
+    time.sleep(0.2)
+    for f in tmp_path.glob("*.pid"):
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(f.read_text()), 0)
+
+
+def _spin(rank, world_size):
+    while True:
+        pass
+
+
+def test_the_run_time_limit_kills_an_endless_loop():
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match="exceeded its 2 s limit"):
+        launch(_spin, 2, timeout=2)
+    assert time.monotonic() - t0 < 6
+    assert not mp.active_children()
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    (dict(world_size=0), "world_size"),
+    (dict(world_size=2, backend="mpi"), "backend"),
+    (dict(world_size=2, timeout=0), "timeout"),
+])
+def test_bad_arguments_raise_value_error(kwargs, reason):
+    with pytest.raises(ValueError, match=reason):
+        launch(_sum_of_ranks, **kwargs)
+
+
+def _count(rank, world_size):
+    x = torch.ones(10)                       # 40 bytes
+    full = torch.ones(4 * world_size)        # the unsharded buffer for RS / AG
+    shard = torch.empty(4)
+    with CommCounter() as comm:
+        dist.all_reduce(x)
+        dist.all_reduce(x)
+        dist.reduce_scatter_tensor(shard, full)
+        dist.all_gather_into_tensor(full, shard)   # deprecated alias of all_gather_single
+        dist.broadcast(x, src=0)
+    after = CommCounter()
+    dist.all_reduce(x)                        # outside the block: not counted
+    return comm.summary(), dict(after.calls), dist.all_reduce is dist.distributed_c10d.all_reduce
+
+
+def test_comm_counter_counts_calls_and_full_buffer_bytes():
+    summary, after, restored = launch(_count, 2)[0]
+    assert summary == {"all_reduce": (2, 80), "reduce_scatter_tensor": (1, 32),
+                       "all_gather_into_tensor": (1, 32), "broadcast": (1, 40)}
+    assert after == {} and restored
