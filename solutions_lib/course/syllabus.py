@@ -103,10 +103,8 @@ NOT_YET_WRITTEN: frozenset[str] = frozenset(
     ["TSX-05", "TSX-06", "TSX-07", "TH-05", "TH-06", "TH-07", "TH-08", "TH-09",
      "CH26-01", "CH26-04", "CH26-05", "CH26-06", "CH26-07", "CH26-08", "CH26-13", "CH26-14",
      "CH26-18", "CH26-19", "LES-6.1", "LES-6.2", "LES-6.3", "LES-6.4", "LES-6.5"]
-    # Assignments 06-07: compute, scaling laws, numerical stability, attention
-    + ["TSX-08", "TSX-09", "TH-10", "TH-11", "TH-14", "CH26-09", "CH26-10", "CH26-11", "CH26-12",
-       "CH26-27", "LES-7.1", "LES-7.2", "LES-7.3", "LES-7.4", "LES-7.5",
-       "LES-8.1", "LES-8.2", "LES-8.3", "LES-8.4"]
+    # Assignment 07: numerical stability, attention
+    + ["TH-14", "CH26-10", "CH26-11", "CH26-12", "LES-8.1", "LES-8.2", "LES-8.3", "LES-8.4"]
     # Assignments 08-09: data, checkpoints, debugging, cost
     + ["TSX-10", "TH-12", "TH-13", "TH-15", "CH26-20", "CH26-21", "CH26-22", "CH26-23",
        "LES-8.5", "LES-9.1", "LES-9.2", "LES-9.3", "LES-9.4", "LES-9.5",
