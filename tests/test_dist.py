@@ -36,6 +36,18 @@ def test_a_local_closure_runs_like_a_notebook_function():
     assert launch(work, 2) == [10.0, 10.0]
 
 
+def _tensor_result(rank, world_size):
+    t = torch.arange(4.0) * (rank + 1)
+    dist.all_reduce(t)
+    return {"t": t, "rank": rank}
+
+
+def test_tensors_come_back_by_value():
+    out = launch(_tensor_result, 2)
+    assert [o["rank"] for o in out] == [0, 1]
+    assert all(torch.equal(o["t"], torch.arange(4.0) * 3) for o in out)
+
+
 def _raise_on_rank_one(rank, world_size):
     if rank == 1:
         raise ValueError("planted failure on rank one")

@@ -17,6 +17,7 @@ import datetime as _dt
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
+import pickle
 import sys
 import time
 import traceback
@@ -55,10 +56,12 @@ def _worker(rank, world_size, port, backend, pg_timeout, threads, fn, args, kwar
             result = fn(rank, world_size, *args, **kwargs)
         finally:
             dist.destroy_process_group()
-        conn.send(("ok", result))
+        # Plain pickle, not multiprocessing's: torch would pass a tensor as a shared-memory
+        # handle that dies with this process.
+        conn.send_bytes(pickle.dumps(("ok", result)))
     except BaseException:  # noqa: BLE001 - every failure must reach the parent
         try:
-            conn.send(("error", traceback.format_exc()))
+            conn.send_bytes(pickle.dumps(("error", traceback.format_exc())))
         finally:
             conn.close()
             os._exit(1)
@@ -74,7 +77,7 @@ def launch(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), kwa
     timeout: seconds for the whole run (start-up included); collective_timeout: the process
     group's timeout, after which a collective that waits for a missing rank raises.
     threads_per_rank: torch intra-op threads per rank (default: cores // world_size, at least 1).
-    Results travel back by pickle, so return small, picklable values.
+    Results travel back by pickle (tensors included, by value), so return small values.
     """
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
@@ -143,7 +146,7 @@ def _collect(procs, conns, timeout, grace=1.0):
         for rank, conn in list(pending.items()):
             if conn in ready or conn.poll():
                 try:
-                    status, payload = conn.recv()
+                    status, payload = pickle.loads(conn.recv_bytes())
                 except EOFError:
                     procs[rank].join(1)
                     status, payload = "died", _exit_reason(procs[rank])

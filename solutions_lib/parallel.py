@@ -1,0 +1,638 @@
+"""Parallelism arithmetic and a small lab: pipeline bubbles (closed forms and a schedule
+simulator), tensor-parallel shards and communication volume, data-parallel gradient traffic,
+sharded-state memory per rank, and a real column-then-row-parallel MLP on torch.distributed.
+
+Conventions
+-----------
+* Times in the simulator are in any unit you like (``t_fwd`` and ``t_bwd`` are the forward and
+  backward time of one micro-batch through one *whole* stage); fractions are dimensionless.
+* Weights are stored ``(in_features, out_features)`` and applied as ``y = x @ W`` (the math
+  convention of the Megatron paper). ``torch.nn.Linear`` stores the transpose ``(out, in)``.
+* Bytes: "payload" is the size ``S`` of the buffer a collective is defined on (what
+  ``solutions_lib.dist.CommCounter`` counts); "wire" is what one rank sends with a ring
+  all-reduce, ``2 (n - 1) / n * S`` (Patarasuk & Yuan 2009). Every byte function takes
+  ``measure="payload"`` (default) or ``measure="wire"``.
+
+Bubble denominators
+-------------------
+The pipeline bubble is quoted two ways in the literature, and they differ a lot for small
+``m``:
+
+* ``denominator="total"``: idle time / total step time, the fraction of the step the devices
+  sit idle: GPipe and 1F1B ``(p - 1) / (m + p - 1)`` (Huang et al. 2019, GPipe).
+* ``denominator="ideal"``: idle time / ideal (bubble-free) time: ``(p - 1) / m``, and
+  ``(p - 1) / (v m)`` with ``v`` interleaved chunks per device (Narayanan et al. 2021,
+  "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", sec. 2.2).
+
+They convert as ``ideal = total / (1 - total)`` and ``total = ideal / (1 + ideal)``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+__all__ = [
+    "SCHEDULES", "pipeline_bubble_fraction", "pipeline_bubble_ratio", "min_micro_batches_for_bubble",
+    "pipeline_peak_activations", "PipelineTimeline", "simulate_pipeline", "plot_pipeline",
+    "column_parallel_shard", "row_parallel_shard", "shard_columns", "shard_rows", "heads_per_rank",
+    "tp_comm_bytes_per_layer", "dp_comm_bytes_per_step", "tp_dp_breakeven_tokens",
+    "transformer_layer_params", "sharding_bytes_per_rank", "SHARDING_STRATEGIES",
+    "copy_to_tensor_parallel", "reduce_from_tensor_parallel", "mlp_reference",
+    "split_mlp_weights", "ColumnRowParallelMLP", "run_tp_mlp",
+]
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        if isinstance(value, Real) and math.isfinite(float(value)) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _pos(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _schedule(stages, micro_batches, schedule, chunks):
+    p = _int("stages", stages)
+    m = _int("micro_batches", micro_batches)
+    v = _int("chunks", chunks)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if schedule != "interleaved" and v != 1:
+        raise ValueError(f"chunks={v} needs schedule='interleaved' (GPipe and 1F1B hold one model chunk per stage)")
+    if schedule == "interleaved" and m % p:
+        raise ValueError(f"the interleaved schedule sends micro-batches through in groups of `stages`: "
+                         f"micro_batches={m} must be a multiple of stages={p}")
+    return p, m, v
+
+
+def _measure(measure: str) -> str:
+    if measure not in ("payload", "wire"):
+        raise ValueError(f"measure must be 'payload' (buffer size S) or 'wire' (ring bytes sent per rank), got {measure!r}")
+    return measure
+
+
+def _ring_factor(n: int) -> Fraction:
+    return Fraction(2 * (n - 1), n)
+
+
+# ---------------------------------------------------------------- pipeline: closed forms
+
+
+def pipeline_bubble_fraction(stages, micro_batches, schedule="gpipe", chunks=1, denominator="total") -> float:
+    """Pipeline bubble of one training step with `stages` = p devices and `micro_batches` = m.
+
+    denominator="total" (default): idle time / total step time, the idle fraction.
+        GPipe and 1F1B: (p-1)/(m+p-1). Interleaved with v = `chunks`: (p-1)/(v m + p-1).
+    denominator="ideal": idle time / ideal time m (t_f + t_b), Megatron's convention.
+        GPipe and 1F1B: (p-1)/m. Interleaved: (p-1)/(v m).
+    GPipe and 1F1B (PipeDream-Flush) have the same bubble; 1F1B only lowers activation memory.
+    The interleaved schedule needs m to be a multiple of p (as in Megatron-LM).
+    Source: Huang et al. 2019 (GPipe); Narayanan et al. 2021 (Megatron-LM, sec. 2.2).
+    """
+    p, m, v = _schedule(stages, micro_batches, schedule, chunks)
+    if denominator == "total":
+        return (p - 1) / (v * m + p - 1)
+    if denominator == "ideal":
+        return (p - 1) / (v * m)
+    raise ValueError(f"denominator must be 'total' (idle / step time) or 'ideal' (idle / bubble-free time), got {denominator!r}")
+
+
+def pipeline_bubble_ratio(stages, micro_batches, schedule="gpipe", chunks=1) -> float:
+    """Megatron's bubble: idle time / ideal time, (p-1)/m, or (p-1)/(v m) interleaved.
+    Same as ``pipeline_bubble_fraction(..., denominator="ideal")``."""
+    return pipeline_bubble_fraction(stages, micro_batches, schedule, chunks, denominator="ideal")
+
+
+def min_micro_batches_for_bubble(stages, target, schedule="gpipe", chunks=1, denominator="total") -> int:
+    """Smallest m whose bubble is strictly below `target` (a fraction in (0, 1)).
+
+    total: (p-1)/(v m + p-1) < f  <=>  m > (p-1)(1-f)/(v f);  ideal: (p-1)/(v m) < f <=> m > (p-1)/(v f).
+    Exact rational arithmetic on the decimal value of `target` (0.1 means 1/10), so a bubble of
+    exactly 10% does not count as below 10%. The interleaved result is rounded up to a multiple of p.
+    With one stage there is no bubble and the answer is 1.
+    """
+    p = _int("stages", stages)
+    v = _int("chunks", chunks)
+    f = _pos("target", target)
+    if f >= 1:
+        raise ValueError(f"target must be a fraction below 1, got {target!r}")
+    _schedule(p, p, schedule, v)  # checks the schedule name and chunks
+    if denominator not in ("total", "ideal"):
+        raise ValueError(f"denominator must be 'total' or 'ideal', got {denominator!r}")
+    fr = Fraction(repr(float(f)))
+    bound = (p - 1) * (1 - fr) / (v * fr) if denominator == "total" else Fraction(p - 1) / (v * fr)
+    m = max(1, math.floor(bound) + 1)
+    if schedule == "interleaved":
+        m = -(-m // p) * p
+    return m
+
+
+def pipeline_peak_activations(stages, micro_batches, schedule="gpipe", chunks=1, stage=0) -> float:
+    """Peak number of micro-batches whose activations `stage` holds at once (multiply by the
+    activation memory A of one micro-batch on one stage to get bytes).
+
+    GPipe: m on every stage (all forwards run before the first backward).
+    1F1B: min(p - stage, m); the first stage holds the most, min(p, m).
+    Interleaved (Megatron-LM schedule): in units of chunk activations (A / v each) the device
+    holds min(2 (p - stage - 1) + (v - 1) p + 1, v m), or v m when m == p (Megatron then runs
+    all forwards first); returned divided by v, i.e. in units of A.
+    """
+    p, m, v = _schedule(stages, micro_batches, schedule, chunks)
+    s = _int("stage", stage, 0)
+    if s >= p:
+        raise ValueError(f"stage must be in 0..{p - 1}, got {s}")
+    if schedule == "gpipe":
+        return float(m)
+    if schedule == "1f1b":
+        return float(min(p - s, m))
+    if m == p:
+        return float(m)
+    return min(2 * (p - s - 1) + (v - 1) * p + 1, v * m) / v
+
+
+# ---------------------------------------------------------------- pipeline: simulator
+
+
+@dataclass
+class PipelineTimeline:
+    """The simulated timeline of one pipelined training step.
+
+    ops[d] lists device d's work in order as (kind, micro_batch, chunk, start, end), kind "F" or
+    "B"; chunk is the model chunk on that device (always 0 unless interleaved). Times are exact
+    fractions of the unit of t_fwd/t_bwd. peak_in_flight[d] is the most micro-batch activations
+    device d held at once (a chunk's activation counts 1/chunks).
+    """
+    stages: int
+    micro_batches: int
+    schedule: str
+    chunks: int
+    t_fwd: Fraction
+    t_bwd: Fraction
+    ops: list = field(default_factory=list)
+
+    @property
+    def makespan(self) -> float:
+        return float(self._makespan())
+
+    def _makespan(self) -> Fraction:
+        return max(op[4] for dev in self.ops for op in dev)
+
+    @property
+    def busy(self) -> list[float]:
+        return [float(sum(op[4] - op[3] for op in dev)) for dev in self.ops]
+
+    @property
+    def idle_fraction(self) -> float:
+        """Idle device-time / (devices x step time): the bubble with denominator "total"."""
+        T = self._makespan()
+        busy = sum(op[4] - op[3] for dev in self.ops for op in dev)
+        return float(1 - busy / (len(self.ops) * T))
+
+    @property
+    def bubble_ratio(self) -> float:
+        """Idle device-time / busy device-time: the bubble with denominator "ideal"."""
+        T = self._makespan()
+        busy = sum(op[4] - op[3] for dev in self.ops for op in dev)
+        return float((len(self.ops) * T - busy) / busy)
+
+    @property
+    def peak_in_flight(self) -> list[float]:
+        out = []
+        for dev in self.ops:
+            events = []  # (time, order, delta): frees sort before allocations at the same time
+            for kind, _, _, start, end in dev:
+                events.append((start, 1, +1) if kind == "F" else (end, 0, -1))
+            level = peak = 0
+            for _, _, delta in sorted(events):
+                level += delta
+                peak = max(peak, level)
+            out.append(peak / self.chunks)
+        return out
+
+    def slot(self) -> Fraction:
+        """The grid's time slot: the largest duration that divides every op's duration."""
+        durs = {op[4] - op[3] for dev in self.ops for op in dev}
+        g = Fraction(0)
+        for d in durs:
+            g = Fraction(math.gcd(g.numerator * d.denominator, d.numerator * g.denominator),
+                         g.denominator * d.denominator)
+        return g
+
+    def grid(self) -> np.ndarray:
+        """(stages, n_slots) array of labels: "F3" / "B3" (micro-batch 3), "F3c1" for chunk 1 when
+        interleaved, and "" for an idle slot. One slot lasts `self.slot()` time units."""
+        dt = self.slot()
+        n = int(self._makespan() / dt)
+        g = np.full((len(self.ops), n), "", dtype=object)
+        for d, dev in enumerate(self.ops):
+            for kind, mb, ch, start, end in dev:
+                label = f"{kind}{mb}" + (f"c{ch}" if self.chunks > 1 else "")
+                g[d, int(start / dt):int(end / dt)] = label
+        return g
+
+
+def _device_order(p: int, m: int, v: int, schedule: str, d: int) -> list[tuple[str, int, int]]:
+    """The order in which device d runs its (kind, micro_batch, chunk) ops."""
+    if schedule == "gpipe":
+        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+    if schedule == "1f1b":
+        w = min(p - d - 1, m)
+        order = [("F", i, 0) for i in range(w)]
+        for i in range(m - w):
+            order += [("F", w + i, 0), ("B", i, 0)]
+        return order + [("B", i, 0) for i in range(m - w, m)]
+    # interleaved (Megatron-LM's forward_backward_pipelining_with_interleaving)
+    total = m * v
+
+    def fwd(k):
+        return ("F", (k // (p * v)) * p + k % p, (k // p) % v)
+
+    def bwd(k):
+        return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
+
+    w = total if m == p else min(2 * (p - d - 1) + (v - 1) * p, total)
+    order = [fwd(k) for k in range(w)]
+    for i in range(total - w):
+        order += [fwd(w + i), bwd(i)]
+    return order + [bwd(k) for k in range(total - w, total)]
+
+
+def simulate_pipeline(stages, micro_batches, schedule="gpipe", chunks=1, t_fwd=1, t_bwd=2) -> PipelineTimeline:
+    """Build the timeline of one training step of a p-stage pipeline under `schedule`.
+
+    Each device runs its ops in the schedule's order, each as early as its dependencies allow:
+    the forward of micro-batch i on (virtual) stage k waits for its forward on stage k-1; the
+    backward waits for the backward on stage k+1 (the last stage: for its own forward).
+    Communication is free. t_fwd/t_bwd are the times of one micro-batch on one whole stage; an
+    interleaved device holds `chunks` = v model chunks of 1/v of the stage each (virtual stage
+    c p + d on device d), so each chunk op takes t/v.
+    Schedules: "gpipe" (all forwards, then all backwards; Huang et al. 2019); "1f1b"
+    (PipeDream-Flush: p-d-1 warm-up forwards, then alternate, then drain; the 1F1B order of
+    PipeDream, Narayanan et al. 2019, flushed every step as in PipeDream-2BW, Narayanan et al.
+    2021); "interleaved" (Narayanan et al. 2021, Megatron-LM's order).
+    """
+    p, m, v = _schedule(stages, micro_batches, schedule, chunks)
+    tf = Fraction(_pos("t_fwd", t_fwd)).limit_denominator(10**9) / v
+    tb = Fraction(_pos("t_bwd", t_bwd)).limit_denominator(10**9) / v
+    V = p * v
+    orders = [_device_order(p, m, v, schedule, d) for d in range(p)]
+    done: dict[tuple[str, int, int], Fraction] = {}  # (kind, mb, virtual stage) -> end time
+    ops: list[list] = [[] for _ in range(p)]
+    nxt = [0] * p
+    free = [Fraction(0)] * p
+    left = sum(len(o) for o in orders)
+    while left:
+        progress = False
+        for d in range(p):
+            while nxt[d] < len(orders[d]):
+                kind, mb, ch = orders[d][nxt[d]]
+                vs = ch * p + d
+                dep = (("F", mb, vs - 1) if vs > 0 else None) if kind == "F" else \
+                      (("B", mb, vs + 1) if vs < V - 1 else ("F", mb, vs))
+                if dep is not None and dep not in done:
+                    break
+                start = max(free[d], done[dep] if dep is not None else Fraction(0))
+                end = start + (tf if kind == "F" else tb)
+                done[(kind, mb, vs)] = end
+                ops[d].append((kind, mb, ch, start, end))
+                free[d] = end
+                nxt[d] += 1
+                left -= 1
+                progress = True
+        if not progress:  # pragma: no cover - a wrong op order, never a user error
+            raise RuntimeError(f"pipeline schedule {schedule!r} deadlocked (p={p}, m={m}, v={v})")
+    return PipelineTimeline(p, m, schedule, v, tf * v, tb * v, ops)
+
+
+def plot_pipeline(timeline: PipelineTimeline, ax=None, title: str | None = None, xmax: float | None = None):
+    """Gantt chart of a simulated step: one row per device, forwards light, backwards dark, the
+    micro-batch number in each box (hatched: the second and later model chunks of an interleaved
+    schedule), idle time blank. `xmax` fixes the time axis, to compare several charts."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 0.5 * timeline.stages + 1.2))
+    cmap = plt.get_cmap("tab10")
+    for d, dev in enumerate(timeline.ops):
+        for kind, mb, ch, start, end in dev:
+            ax.barh(d, float(end - start), left=float(start), height=0.8, color=cmap(mb % 10),
+                    alpha=0.4 if kind == "F" else 0.95, edgecolor="black", linewidth=0.5,
+                    hatch="//" if ch % 2 else None)
+            ax.text(float(start + end) / 2, d, str(mb), ha="center", va="center",
+                    fontsize=7 if timeline.chunks == 1 else 6)
+    ax.set_yticks(range(timeline.stages))
+    ax.set_yticklabels([f"device {d}" for d in range(timeline.stages)])
+    ax.set_ylim(timeline.stages - 0.5, -0.5)
+    ax.set_xlabel("time (units of one forward of one micro-batch on one stage)")
+    ax.set_xlim(0, xmax if xmax is not None else timeline.makespan)
+    name = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": f"interleaved 1F1B, v={timeline.chunks}"}[timeline.schedule]
+    ax.set_title(title or f"{name}: p={timeline.stages}, m={timeline.micro_batches}, "
+                          f"idle fraction {timeline.idle_fraction:.3f}")
+    return ax
+
+
+# ---------------------------------------------------------------- tensor parallelism: shards
+
+
+def column_parallel_shard(in_dim, out_dim, tp) -> tuple[int, int]:
+    """Per-rank weight shape of a column-parallel linear layer: (in_dim, out_dim / tp).
+
+    Column parallelism splits W (in_dim x out_dim, y = x W) along its output columns; every rank
+    sees the whole input and computes out_dim/tp output features (Megatron-LM, Shoeybi et al. 2019).
+    Example (TSX-07): 4096 x 16384 over tp = 4 gives (4096, 4096).
+    """
+    i, o, t = _int("in_dim", in_dim), _int("out_dim", out_dim), _int("tp", tp)
+    if o % t:
+        raise ValueError(f"tp={t} must divide out_dim={o} to split the columns evenly")
+    return (i, o // t)
+
+
+def row_parallel_shard(in_dim, out_dim, tp) -> tuple[int, int]:
+    """Per-rank weight shape of a row-parallel linear layer: (in_dim / tp, out_dim).
+
+    Row parallelism splits W along its input rows; each rank multiplies its slice of the input
+    features and the partial outputs are summed (one all-reduce)."""
+    i, o, t = _int("in_dim", in_dim), _int("out_dim", out_dim), _int("tp", tp)
+    if i % t:
+        raise ValueError(f"tp={t} must divide in_dim={i} to split the rows evenly")
+    return (i // t, o)
+
+
+def _rank(rank, tp):
+    t = _int("tp", tp)
+    r = _int("rank", rank, 0)
+    if r >= t:
+        raise ValueError(f"rank must be in 0..{t - 1}, got {r}")
+    return r, t
+
+
+def shard_columns(weight: torch.Tensor, rank, tp) -> torch.Tensor:
+    """Rank `rank`'s block of columns of `weight` (last dim split in tp equal parts); a 1-D bias is
+    split the same way. Returns a contiguous copy."""
+    r, t = _rank(rank, tp)
+    n = weight.shape[-1]
+    if n % t:
+        raise ValueError(f"tp={t} must divide the last dimension {n}")
+    w = n // t
+    return weight[..., r * w:(r + 1) * w].clone().contiguous()
+
+
+def shard_rows(weight: torch.Tensor, rank, tp) -> torch.Tensor:
+    """Rank `rank`'s block of rows of a 2-D `weight` (first dim split in tp equal parts)."""
+    r, t = _rank(rank, tp)
+    if weight.dim() != 2:
+        raise ValueError(f"shard_rows expects a 2-D weight, got shape {tuple(weight.shape)}")
+    n = weight.shape[0]
+    if n % t:
+        raise ValueError(f"tp={t} must divide the first dimension {n}")
+    w = n // t
+    return weight[r * w:(r + 1) * w].clone().contiguous()
+
+
+def heads_per_rank(heads, tp) -> int:
+    """Attention heads each tensor-parallel rank computes: heads / tp (Megatron splits Q, K, V
+    column-wise by whole heads, so tp must divide the number of heads)."""
+    h, t = _int("heads", heads), _int("tp", tp)
+    if h % t:
+        raise ValueError(f"tp={t} must divide heads={h}: a head cannot be split across ranks")
+    return h // t
+
+
+# ---------------------------------------------------------------- communication volume
+
+
+def tp_comm_bytes_per_layer(batch, seq_len, hidden, tp, bytes_per_element=2, measure="payload",
+                            backward=True) -> float:
+    """Tensor-parallel bytes of one transformer layer (Megatron-LM, no sequence parallelism).
+
+    Forward: 2 all-reduces (after the attention output projection and after the MLP's second
+    matmul), each of batch*seq_len*hidden activations. Backward: 2 more (the input gradients of
+    the attention block and of the MLP, Megatron's operator f). measure="payload": sum of
+    buffer sizes S = 4 b s h e (2 b s h e forward only); measure="wire": bytes one rank sends
+    with ring all-reduces, 2 (t-1)/t of that. tp = 1 needs no communication (0 bytes).
+    Sequence parallelism swaps each all-reduce for a reduce-scatter + all-gather of the same volume.
+    """
+    b, s, h, t = (_int("batch", batch), _int("seq_len", seq_len), _int("hidden", hidden), _int("tp", tp))
+    e = _pos("bytes_per_element", bytes_per_element)
+    _measure(measure)
+    if t == 1:
+        return 0.0
+    n_allreduce = 4 if backward else 2
+    payload = n_allreduce * b * s * h * e
+    return float(payload if measure == "payload" else payload * _ring_factor(t))
+
+
+def dp_comm_bytes_per_step(n_params, world_size, bytes_per_element=2, measure="payload") -> float:
+    """Data-parallel bytes of one optimizer step: one all-reduce of every gradient.
+
+    measure="payload": S = n_params * bytes_per_element (2 for bf16 gradients, 4 for fp32);
+    measure="wire": bytes one rank sends with a ring all-reduce, 2 (N-1)/N * S. The volume does
+    not depend on the batch size; world_size = 1 needs no communication (0 bytes).
+    """
+    n, w = _int("n_params", n_params), _int("world_size", world_size)
+    e = _pos("bytes_per_element", bytes_per_element)
+    _measure(measure)
+    if w == 1:
+        return 0.0
+    payload = n * e
+    return float(payload if measure == "payload" else payload * _ring_factor(w))
+
+
+def transformer_layer_params(hidden, biases=False) -> int:
+    """Parameters of one transformer layer with a 4h MLP: 12 h^2 (Q, K, V, output projection
+    4 h^2; MLP 8 h^2), plus 13 h for biases and the two LayerNorms when `biases`."""
+    h = _int("hidden", hidden)
+    return 12 * h * h + (13 * h if biases else 0)
+
+
+def tp_dp_breakeven_tokens(hidden, n_params=None, activation_bytes=2, grad_bytes=2) -> float:
+    """Tokens b*s per step at which one layer's TP traffic (4 b s h, fwd + bwd) equals its DP
+    gradient traffic (n_params; default 12 h^2): b s = n_params * grad_bytes / (4 h activation_bytes),
+    3h for bf16 everywhere. Above it DP moves fewer bytes, below it TP does (same group size for
+    both, so the ring factor cancels)."""
+    h = _int("hidden", hidden)
+    n = transformer_layer_params(h) if n_params is None else _int("n_params", n_params)
+    return n * _pos("grad_bytes", grad_bytes) / (4 * h * _pos("activation_bytes", activation_bytes))
+
+
+# ---------------------------------------------------------------- sharded state per rank
+
+SHARDING_STRATEGIES = ("NO_SHARD", "ZERO1", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD")
+
+
+def sharding_bytes_per_rank(n_params, world_size, strategy, shard_group=None, weight_bytes=2, grad_bytes=2,
+                            optimizer_bytes=12) -> float:
+    """Persistent training-state bytes per rank (weights + gradients + optimizer state, no
+    activations and no transient gathered parameters) under a sharding strategy.
+
+    Defaults: mixed-precision Adam, 2 + 2 + 12 = 16 bytes per parameter (bf16 weight and
+    gradient; fp32 master weight, m and v) as in the ZeRO paper (Rajbhandari et al. 2020).
+    NO_SHARD (DDP, ZeRO-0): P (w + g + o).  ZERO1: P (w + g + o/N).
+    SHARD_GRAD_OP (ZeRO-2): P (w + (g + o)/N).  FULL_SHARD (ZeRO-3): P (w + g + o)/N.
+    HYBRID_SHARD: FULL_SHARD inside groups of `shard_group` ranks (e.g. one node), replicated
+    across groups: P (w + g + o)/shard_group. Names are torch FSDP's ShardingStrategy.
+    """
+    n, w = _int("n_params", n_params), _int("world_size", world_size)
+    wb = _pos("weight_bytes", weight_bytes)
+    gb = _pos("grad_bytes", grad_bytes)
+    ob = float(optimizer_bytes)
+    if not math.isfinite(ob) or ob < 0:
+        raise ValueError(f"optimizer_bytes must be >= 0, got {optimizer_bytes!r}")
+    s = str(strategy).upper()
+    if s not in SHARDING_STRATEGIES:
+        raise ValueError(f"strategy must be one of {SHARDING_STRATEGIES}, got {strategy!r}")
+    if s == "HYBRID_SHARD":
+        if shard_group is None:
+            raise ValueError("HYBRID_SHARD needs shard_group, the number of ranks one copy is sharded over")
+        g = _int("shard_group", shard_group)
+        if w % g:
+            raise ValueError(f"shard_group={g} must divide world_size={w}")
+        return n * (wb + gb + ob) / g
+    if shard_group is not None:
+        raise ValueError(f"shard_group only applies to HYBRID_SHARD, not {s}")
+    return {"NO_SHARD": n * (wb + gb + ob), "ZERO1": n * (wb + gb + ob / w),
+            "SHARD_GRAD_OP": n * (wb + (gb + ob) / w), "FULL_SHARD": n * (wb + gb + ob) / w}[s]
+
+
+# ---------------------------------------------------------------- the column-then-row-parallel MLP
+
+
+class _CopyToTP(torch.autograd.Function):
+    """Megatron's f: identity forward, all-reduce (sum) of the gradient backward."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM, group=ctx.group)
+        return grad, None
+
+
+class _ReduceFromTP(torch.autograd.Function):
+    """Megatron's g: all-reduce (sum) forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        out = x.contiguous().clone()
+        dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+def copy_to_tensor_parallel(x: torch.Tensor, group=None) -> torch.Tensor:
+    """f: pass x on unchanged; in the backward, sum the input gradients of all TP ranks."""
+    return _CopyToTP.apply(x, group)
+
+
+def reduce_from_tensor_parallel(x: torch.Tensor, group=None) -> torch.Tensor:
+    """g: sum the partial outputs of all TP ranks; the backward passes the gradient on unchanged."""
+    return _ReduceFromTP.apply(x, group)
+
+
+def mlp_reference(x, W1, b1, W2, b2) -> torch.Tensor:
+    """The unsharded MLP: GELU(x W1 + b1) W2 + b2 (exact, erf-based GELU)."""
+    return F.gelu(x @ W1 + b1) @ W2 + b2
+
+
+def split_mlp_weights(W1, b1, W2, rank, tp):
+    """Rank `rank`'s shards: columns of W1 (h x 4h) and b1, rows of W2 (4h x h)."""
+    if W1.shape[1] != W2.shape[0] or b1.shape[-1] != W1.shape[1]:
+        raise ValueError(f"inconsistent MLP shapes: W1 {tuple(W1.shape)}, b1 {tuple(b1.shape)}, W2 {tuple(W2.shape)}")
+    return shard_columns(W1, rank, tp), shard_columns(b1, rank, tp), shard_rows(W2, rank, tp)
+
+
+class ColumnRowParallelMLP(torch.nn.Module):
+    """Tensor-parallel MLP of Megatron-LM: W1 column-parallel, W2 row-parallel.
+
+    Rank r holds columns r of W1 and b1 and the matching rows of W2. The forward
+    y = g(GELU(f(x) W1_r + b1_r) W2_r) + b2 needs exactly one all-reduce (in g): the columns of
+    x W1 that rank r owns are complete, so GELU (elementwise) is applied locally, and the row
+    shards' products are partial sums of y. b2 is added once, after the reduce (adding it before
+    would sum it tp times); every rank then holds the same y and the same gradient of b2.
+    The backward needs exactly one all-reduce too (in f): each rank's input gradient covers only
+    its columns of W1, and the true gradient of x is their sum.
+    """
+
+    def __init__(self, W1, b1, W2, b2, rank=None, world_size=None, group=None):
+        super().__init__()
+        rank = dist.get_rank(group) if rank is None else rank
+        world_size = dist.get_world_size(group) if world_size is None else world_size
+        W1s, b1s, W2s = split_mlp_weights(W1, b1, W2, rank, world_size)
+        self.W1 = torch.nn.Parameter(W1s)
+        self.b1 = torch.nn.Parameter(b1s)
+        self.W2 = torch.nn.Parameter(W2s)
+        self.b2 = torch.nn.Parameter(b2.detach().clone())
+        self.group = group
+
+    def forward(self, x):
+        x = copy_to_tensor_parallel(x, self.group)
+        partial = F.gelu(x @ self.W1 + self.b1) @ self.W2
+        return reduce_from_tensor_parallel(partial, self.group) + self.b2
+
+
+def _tp_mlp_rank(rank, world_size, x, W1, b1, W2, b2, grad_output):
+    from solutions_lib.dist import CommCounter
+
+    dev = torch.device("cuda", rank) if dist.get_backend() == "nccl" else torch.device("cpu")
+    mlp = ColumnRowParallelMLP(W1.to(dev), b1.to(dev), W2.to(dev), b2.to(dev), rank, world_size)
+    x = x.to(dev).clone().requires_grad_(True)
+    with CommCounter() as fwd:
+        y = mlp(x)
+    with CommCounter() as bwd:
+        y.backward(grad_output.to(dev))
+    # numpy, not tensors: a tensor sent back through the launcher's pipe travels as a shared-memory
+    # file descriptor that dies with the rank's process
+    cpu = lambda t: t.detach().cpu().numpy()  # noqa: E731
+    return {"y": cpu(y), "grad_x": cpu(x.grad), "grad_W1": cpu(mlp.W1.grad), "grad_b1": cpu(mlp.b1.grad),
+            "grad_W2": cpu(mlp.W2.grad), "grad_b2": cpu(mlp.b2.grad),
+            "forward_comm": fwd.summary(), "backward_comm": bwd.summary()}
+
+
+def run_tp_mlp(x, W1, b1, W2, b2, world_size=2, grad_output=None, backend=None) -> dict:
+    """Run ColumnRowParallelMLP on `world_size` ranks (gloo on CPU unless enough GPUs) with
+    solutions_lib.dist.launch, one forward and one backward of sum(y * grad_output) (default
+    grad_output: ones). Returns {"outputs": [y per rank], "grads": {"x", "W1", "b1", "W2", "b2"}
+    (shards put back together in full shape), "forward_comm"/"backward_comm": [per-rank
+    CommCounter summaries {op: (calls, bytes)}]}."""
+    from solutions_lib.dist import launch
+
+    if grad_output is None:
+        grad_output = torch.ones(*x.shape[:-1], W2.shape[1], dtype=x.dtype)
+    res = launch(_tp_mlp_rank, world_size, args=(x, W1, b1, W2, b2, grad_output), backend=backend)
+    res = [{k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in r.items()} for r in res]
+    return {
+        "outputs": [r["y"] for r in res],
+        "grads": {"x": res[0]["grad_x"], "W1": torch.cat([r["grad_W1"] for r in res], dim=1),
+                  "b1": torch.cat([r["grad_b1"] for r in res], dim=-1),
+                  "W2": torch.cat([r["grad_W2"] for r in res], dim=0), "b2": res[0]["grad_b2"]},
+        "grad_x_per_rank": [r["grad_x"] for r in res],
+        "forward_comm": [r["forward_comm"] for r in res],
+        "backward_comm": [r["backward_comm"] for r in res],
+    }

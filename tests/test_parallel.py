@@ -1,0 +1,301 @@
+"""solutions_lib.parallel: the bubble closed forms against the schedule simulator (itself checked
+against the dependency rules), the seed numbers (TSX-06, TSX-07, CH26-06, CH26-07), shard shapes
+against real tensor splits, communication bytes against CommCounter on a real gloo run, the
+column-then-row-parallel MLP against the unsharded one (outputs and gradients), and the
+ValueError cases."""
+import math
+from fractions import Fraction
+
+import pytest
+import torch
+
+from solutions_lib import parallel as P
+
+torch.set_num_threads(1)
+
+COMBOS = [(p, m) for p in (1, 2, 3, 4, 5, 8) for m in (1, 2, 3, 4, 7, 8, 12, 16, 24)]
+TIMES = [(1, 2), (1, 1), (2, 3), (0.5, 1.25)]
+
+
+# ---------------------------------------------------------------- the simulator obeys the rules
+
+
+def _check_timeline(tl):
+    """Every op once, no two ops overlap on a device, every dependency finishes before its
+    dependant starts, durations as declared, and the device order matches the schedule."""
+    p, m, v = tl.stages, tl.micro_batches, tl.chunks
+    V = p * v
+    end = {}
+    for d, dev in enumerate(tl.ops):
+        assert len(dev) == 2 * m * v
+        for (k0, _, _, s0, e0), (k1, _, _, s1, e1) in zip(dev, dev[1:]):
+            assert e0 <= s1, f"device {d} runs two ops at once"
+        for kind, mb, ch, start, stop in dev:
+            assert stop - start == (tl.t_fwd if kind == "F" else tl.t_bwd) / v
+            end[(kind, mb, ch * p + d)] = (start, stop)
+    assert len(end) == 2 * m * V
+    for (kind, mb, vs), (start, _) in end.items():
+        if kind == "F" and vs > 0:
+            assert end[("F", mb, vs - 1)][1] <= start
+        if kind == "B":
+            dep = ("B", mb, vs + 1) if vs < V - 1 else ("F", mb, vs)
+            assert end[dep][1] <= start
+            assert end[("F", mb, vs)][1] <= start
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_simulated_timelines_respect_dependencies(schedule):
+    for p, m in COMBOS[::3]:
+        _check_timeline(P.simulate_pipeline(p, m, schedule, t_fwd=1, t_bwd=2))
+
+
+def test_interleaved_timelines_respect_dependencies():
+    for p in (2, 3, 4):
+        for k in (1, 2, 3):
+            for v in (2, 3):
+                _check_timeline(P.simulate_pipeline(p, k * p, "interleaved", v, 1, 2))
+
+
+def test_gpipe_order_and_1f1b_order_are_what_the_papers_draw():
+    g = P.simulate_pipeline(4, 8, "gpipe").ops
+    assert [op[0] for op in g[0]] == ["F"] * 8 + ["B"] * 8
+    f = P.simulate_pipeline(4, 8, "1f1b").ops
+    # stage 0 warms up with p-1 = 3 forwards, the last stage alternates from the start
+    assert "".join(op[0] for op in f[0]) == "FFF" + "FB" * 5 + "BBB"
+    assert "".join(op[0] for op in f[3]) == "FB" * 8
+
+
+# ---------------------------------------------------------------- closed forms vs the simulator
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("tf,tb", TIMES)
+def test_bubble_closed_form_equals_simulator(schedule, tf, tb):
+    for p, m in COMBOS:
+        tl = P.simulate_pipeline(p, m, schedule, t_fwd=tf, t_bwd=tb)
+        assert tl.idle_fraction == pytest.approx(P.pipeline_bubble_fraction(p, m, schedule), abs=1e-12)
+        assert tl.bubble_ratio == pytest.approx(P.pipeline_bubble_ratio(p, m, schedule), abs=1e-12)
+        assert tl.makespan == pytest.approx((m + p - 1) * (tf + tb), rel=1e-12)
+
+
+@pytest.mark.parametrize("tf,tb", TIMES[:3])
+def test_interleaved_closed_form_equals_simulator(tf, tb):
+    for p in (1, 2, 3, 4, 8):
+        for k in (1, 2, 3):
+            for v in (1, 2, 3, 4):
+                m = k * p
+                tl = P.simulate_pipeline(p, m, "interleaved", v, tf, tb)
+                assert tl.idle_fraction == pytest.approx((p - 1) / (v * m + p - 1), abs=1e-12)
+                assert tl.bubble_ratio == pytest.approx(P.pipeline_bubble_ratio(p, m, "interleaved", v), abs=1e-12)
+
+
+def test_megatron_interleaving_divides_the_bubble_by_v():
+    # Narayanan et al. 2021: the bubble time shrinks by the number of model chunks v
+    for p, m in [(4, 8), (8, 16), (4, 12)]:
+        base = P.pipeline_bubble_ratio(p, m, "1f1b")
+        base_sim = P.simulate_pipeline(p, m, "1f1b").bubble_ratio
+        for v in (2, 4):
+            assert P.pipeline_bubble_ratio(p, m, "interleaved", v) == pytest.approx(base / v)
+            assert P.simulate_pipeline(p, m, "interleaved", v).bubble_ratio == pytest.approx(base_sim / v)
+
+
+def test_tsx06_seed_numbers_and_both_denominators():
+    assert P.pipeline_bubble_fraction(4, 12) == pytest.approx(3 / 15) == 0.2
+    assert P.pipeline_bubble_fraction(4, 12, denominator="ideal") == pytest.approx(3 / 12)
+    assert P.pipeline_bubble_ratio(4, 12) == pytest.approx(0.25)
+    assert P.pipeline_bubble_fraction(4, 12, "1f1b") == P.pipeline_bubble_fraction(4, 12, "gpipe")
+    for p, m in COMBOS:
+        f, r = P.pipeline_bubble_fraction(p, m), P.pipeline_bubble_ratio(p, m)
+        assert r == pytest.approx(f / (1 - f))
+        assert f == pytest.approx(r / (1 + r))
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_peak_activations_equal_simulator(schedule):
+    for p, m in COMBOS:
+        sim = P.simulate_pipeline(p, m, schedule).peak_in_flight
+        assert sim == [P.pipeline_peak_activations(p, m, schedule, stage=s) for s in range(p)]
+    # CH26-06 (c): GPipe holds all M micro-batches, 1F1B at most N on the first stage
+    assert P.simulate_pipeline(4, 16, "gpipe").peak_in_flight[0] == 16
+    assert P.simulate_pipeline(4, 16, "1f1b").peak_in_flight == [4, 3, 2, 1]
+    assert P.simulate_pipeline(8, 3, "1f1b").peak_in_flight[0] == 3
+
+
+def test_interleaved_peak_activations_equal_simulator():
+    for p in (2, 3, 4):
+        for k in (1, 2, 3):
+            for v in (2, 3):
+                sim = P.simulate_pipeline(p, k * p, "interleaved", v).peak_in_flight
+                assert sim == pytest.approx([P.pipeline_peak_activations(p, k * p, "interleaved", v, s) for s in range(p)])
+
+
+def test_gpipe_grid_slot_counts():
+    # CH26-06 (a): with t_f = 1, t_b = 2 each device's row has 3 (M + N - 1) slots, 3 (N - 1) idle
+    for n, m in [(4, 8), (4, 1), (8, 12), (3, 5)]:
+        g = P.simulate_pipeline(n, m, "gpipe", t_fwd=1, t_bwd=2).grid()
+        assert g.shape == (n, 3 * (m + n - 1))
+        assert (g == "").sum() == 3 * n * (n - 1)
+        assert (g == "").sum() / g.size == pytest.approx((n - 1) / (m + n - 1))
+    g = P.simulate_pipeline(2, 2, "interleaved", 2).grid()  # slots of half a forward
+    assert g.shape == (2, 2 * 3 * 2 + 3)
+    assert g[0, 0] == "F0c0"
+
+
+def test_min_micro_batches_for_bubble_seed_and_brute_force():
+    assert [P.min_micro_batches_for_bubble(n, 0.1) for n in (4, 8, 16)] == [28, 64, 136]
+    # exactly 10% is not below 10%: N = 4, M = 27 gives 3/30
+    assert P.pipeline_bubble_fraction(4, 27) == pytest.approx(0.1)
+    for p in (1, 2, 4, 5, 8, 16):
+        for f in (0.5, 0.25, 0.1, 0.05, 0.03):
+            for den in ("total", "ideal"):
+                m = P.min_micro_batches_for_bubble(p, f, denominator=den)
+                below = lambda k: Fraction(p - 1, k + p - 1 if den == "total" else k) < Fraction(str(f))  # noqa: E731
+                assert below(m) and (m == 1 or not below(m - 1))
+    assert P.min_micro_batches_for_bubble(8, 0.1, denominator="ideal") == 71
+    assert P.min_micro_batches_for_bubble(4, 0.1, "interleaved", 2) % 4 == 0
+
+
+# ---------------------------------------------------------------- tensor-parallel shards
+
+
+def test_tsx07_and_shard_shapes_against_real_splits():
+    assert P.column_parallel_shard(4096, 16384, 4) == (4096, 4096)
+    assert P.row_parallel_shard(16384, 4096, 4) == (4096, 4096)
+    g = torch.Generator().manual_seed(0)
+    for i, o, t in [(8, 16, 4), (6, 12, 3), (5, 8, 2), (7, 7, 1)]:
+        W = torch.randn(i, o, generator=g, dtype=torch.float64)
+        X = torch.randn(3, i, generator=g, dtype=torch.float64)
+        cols = torch.chunk(W, t, dim=1)
+        assert all(tuple(c.shape) == P.column_parallel_shard(i, o, t) for c in cols)
+        assert all(torch.equal(P.shard_columns(W, r, t), cols[r]) for r in range(t))
+        torch.testing.assert_close(torch.cat([X @ c for c in cols], dim=1), X @ W)
+        if i % t == 0:
+            rows = torch.tensor_split(W, t, dim=0)
+            xs = torch.tensor_split(X, t, dim=1)
+            assert all(tuple(r_.shape) == P.row_parallel_shard(i, o, t) for r_ in rows)
+            assert all(torch.equal(P.shard_rows(W, r, t), rows[r]) for r in range(t))
+            torch.testing.assert_close(sum(x @ r_ for x, r_ in zip(xs, rows)), X @ W)
+
+
+def test_heads_per_rank():
+    assert P.heads_per_rank(32, 4) == 8
+    assert P.heads_per_rank(12, 1) == 12
+    with pytest.raises(ValueError, match="divide"):
+        P.heads_per_rank(32, 3)
+
+
+# ---------------------------------------------------------------- communication volume
+
+
+def test_ch26_07c_tp_vs_dp_bytes():
+    d, B, s, t = 4096, 32, 1024, 4
+    tp = P.tp_comm_bytes_per_layer(B, s, d, t)
+    assert tp == 4 * B * s * d * 2 == 1_073_741_824
+    assert P.tp_comm_bytes_per_layer(B, s, d, t, backward=False) == tp / 2
+    assert P.tp_comm_bytes_per_layer(B, s, d, t, measure="wire") == pytest.approx(tp * 2 * 3 / 4)
+    dp = P.dp_comm_bytes_per_step(P.transformer_layer_params(d), t)
+    assert dp == 12 * d * d * 2 == 402_653_184
+    assert P.dp_comm_bytes_per_step(12 * d * d, t, measure="wire") == pytest.approx(dp * 1.5)
+    assert tp / dp == pytest.approx(B * s / (3 * d))
+    # the flip: at b s = 3 d the two are equal, below it TP moves fewer bytes
+    k = P.tp_dp_breakeven_tokens(d)
+    assert k == 3 * d
+    assert P.tp_comm_bytes_per_layer(1, int(k), d, t) == pytest.approx(dp)
+    assert P.tp_comm_bytes_per_layer(1, int(k) - 1, d, t) < dp < P.tp_comm_bytes_per_layer(1, int(k) + 1, d, t)
+    assert P.tp_dp_breakeven_tokens(d, grad_bytes=4) == 6 * d  # fp32 gradients double DP's bytes
+    assert P.transformer_layer_params(d, biases=True) == 12 * d * d + 13 * d
+    assert P.tp_comm_bytes_per_layer(B, s, d, 1) == 0 and P.dp_comm_bytes_per_step(10, 1) == 0
+
+
+def test_sharding_bytes_per_rank():
+    n = 7_000_000_000
+    assert P.sharding_bytes_per_rank(n, 8, "NO_SHARD") == 16 * n
+    assert P.sharding_bytes_per_rank(n, 8, "ZERO1") == pytest.approx(n * (4 + 12 / 8))
+    assert P.sharding_bytes_per_rank(n, 8, "SHARD_GRAD_OP") == pytest.approx(n * (2 + 14 / 8))
+    assert P.sharding_bytes_per_rank(n, 8, "FULL_SHARD") == pytest.approx(16 * n / 8)
+    assert P.sharding_bytes_per_rank(n, 64, "HYBRID_SHARD", shard_group=8) == pytest.approx(16 * n / 8)
+    assert P.sharding_bytes_per_rank(n, 64, "hybrid_shard", shard_group=64) == P.sharding_bytes_per_rank(n, 64, "FULL_SHARD")
+    assert P.sharding_bytes_per_rank(n, 64, "HYBRID_SHARD", shard_group=1) == P.sharding_bytes_per_rank(n, 64, "NO_SHARD")
+    assert P.sharding_bytes_per_rank(n, 1, "FULL_SHARD") == P.sharding_bytes_per_rank(n, 1, "NO_SHARD")
+
+
+# ---------------------------------------------------------------- the TP MLP on 2 gloo ranks
+
+
+def _weights(seed, h, batch=(3, 5), dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*batch, h, generator=g, dtype=dtype)
+    W1 = torch.randn(h, 4 * h, generator=g, dtype=dtype) / math.sqrt(h)
+    b1 = torch.randn(4 * h, generator=g, dtype=dtype)
+    W2 = torch.randn(4 * h, h, generator=g, dtype=dtype) / math.sqrt(4 * h)
+    b2 = torch.randn(h, generator=g, dtype=dtype)
+    return x, W1, b1, W2, b2
+
+
+@pytest.mark.parametrize("world,h", [(2, 8), (4, 6)])
+def test_column_row_parallel_mlp_matches_unsharded(world, h):
+    x, W1, b1, W2, b2 = _weights(world * 100 + h, h)
+    g_out = torch.randn(3, 5, h, generator=torch.Generator().manual_seed(1))
+    res = P.run_tp_mlp(x, W1, b1, W2, b2, world_size=world, grad_output=g_out)
+    params = [t.clone().requires_grad_(True) for t in (x, W1, b1, W2, b2)]
+    y = P.mlp_reference(*params)
+    y.backward(g_out)
+    for out in res["outputs"]:
+        torch.testing.assert_close(out, y.detach(), atol=1e-6, rtol=1e-5)
+    for name, p in zip(["x", "W1", "b1", "W2", "b2"], params):
+        torch.testing.assert_close(res["grads"][name], p.grad, atol=1e-5, rtol=1e-5, msg=name)
+    for gx in res["grad_x_per_rank"]:  # f's backward all-reduce gives every rank the full input gradient
+        torch.testing.assert_close(gx, params[0].grad, atol=1e-5, rtol=1e-5)
+    # exactly one all-reduce forward (g) and one backward (f), each of b*s*h fp32 elements: the MLP half
+    # of a layer's TP traffic
+    act_bytes = x.numel() * 4
+    for fwd, bwd in zip(res["forward_comm"], res["backward_comm"]):
+        assert fwd == {"all_reduce": (1, act_bytes)}
+        assert bwd == {"all_reduce": (1, act_bytes)}
+        assert fwd["all_reduce"][1] + bwd["all_reduce"][1] == \
+            P.tp_comm_bytes_per_layer(3, 5, h, world, bytes_per_element=4) / 2
+
+
+def test_f_and_g_are_identity_without_a_process_group_when_world_is_one():
+    res = P.run_tp_mlp(*_weights(7, 4), world_size=1)
+    x, W1, b1, W2, b2 = _weights(7, 4)
+    torch.testing.assert_close(res["outputs"][0], P.mlp_reference(x, W1, b1, W2, b2), atol=1e-6, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("call", [
+    lambda: P.pipeline_bubble_fraction(0, 4),
+    lambda: P.pipeline_bubble_fraction(4, 0),
+    lambda: P.pipeline_bubble_fraction(4, 2.5),
+    lambda: P.pipeline_bubble_fraction(4, 8, "zigzag"),
+    lambda: P.pipeline_bubble_fraction(4, 8, "gpipe", chunks=2),
+    lambda: P.pipeline_bubble_fraction(4, 6, "interleaved", chunks=2),
+    lambda: P.pipeline_bubble_fraction(4, 8, denominator="step"),
+    lambda: P.pipeline_bubble_ratio(4, 8, "interleaved", chunks=0),
+    lambda: P.simulate_pipeline(4, 8, t_fwd=0),
+    lambda: P.simulate_pipeline(4, 8, t_bwd=-1),
+    lambda: P.simulate_pipeline(4, 6, "interleaved", 2),
+    lambda: P.min_micro_batches_for_bubble(4, 0),
+    lambda: P.min_micro_batches_for_bubble(4, 1.0),
+    lambda: P.pipeline_peak_activations(4, 8, stage=4),
+    lambda: P.column_parallel_shard(4096, 16384, 3),
+    lambda: P.column_parallel_shard(0, 16, 4),
+    lambda: P.column_parallel_shard(16, 16, 0),
+    lambda: P.row_parallel_shard(10, 16, 4),
+    lambda: P.shard_columns(torch.zeros(4, 6), 0, 4),
+    lambda: P.shard_columns(torch.zeros(4, 8), 4, 4),
+    lambda: P.shard_rows(torch.zeros(6, 4), 0, 4),
+    lambda: P.tp_comm_bytes_per_layer(0, 1024, 4096, 4),
+    lambda: P.tp_comm_bytes_per_layer(32, 1024, 4096, 4, measure="bus"),
+    lambda: P.dp_comm_bytes_per_step(-5, 4),
+    lambda: P.dp_comm_bytes_per_step(100, 0),
+    lambda: P.sharding_bytes_per_rank(100, 8, "ZERO4"),
+    lambda: P.sharding_bytes_per_rank(100, 8, "HYBRID_SHARD"),
+    lambda: P.sharding_bytes_per_rank(100, 8, "HYBRID_SHARD", shard_group=3),
+    lambda: P.sharding_bytes_per_rank(100, 8, "FULL_SHARD", shard_group=2),
+])
+def test_bad_input_raises_value_error(call):
+    with pytest.raises(ValueError):
+        call()
