@@ -1,0 +1,469 @@
+"""solutions_lib.comms against independent oracles: step-by-step simulations of the ring
+(reduce-scatter, all-gather, all-reduce), binomial-tree and hierarchical algorithms on numpy
+"ranks" (result, steps and bytes per rank must equal the closed forms' terms), the nccl-tests
+bus-bandwidth table, Amdahl's law against an explicit timing composition, the bucketed overlap
+recursion against its max-plus closed form, the straggler closed form against Monte Carlo, the
+weighted fit against numpy.polyfit, a real 2-rank gloo measurement, and the ValueError cases."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from solutions_lib import comms as C
+from solutions_lib.dist import CommCounter, launch
+
+torch.set_num_threads(1)
+ITEM = 4  # bytes per float32 element in the simulations
+
+
+# ---------------------------------------------------------------- simulated collectives
+
+
+def chunks_of(x, n):
+    return [c.copy() for c in np.split(x, n)]
+
+
+def sim_reduce_scatter(data):
+    """Ring reduce-scatter on len(data) virtual ranks. Returns (chunks per rank, steps, bytes sent per rank).
+
+    Step s: rank r sends its chunk (r - s) mod n to rank r+1, which adds it to its own copy.
+    All sends of a step happen at once (each rank uses one outgoing link).
+    """
+    n = len(data)
+    buf = [chunks_of(d, n) for d in data]
+    sent = np.zeros(n)
+    steps = 0
+    for s in range(n - 1):
+        msgs = [((r + 1) % n, (r - s) % n, buf[r][(r - s) % n].copy()) for r in range(n)]
+        for r, (dst, idx, payload) in enumerate(msgs):
+            buf[dst][idx] += payload
+            sent[r] += payload.size * ITEM
+        steps += 1
+    return buf, steps, sent
+
+
+def sim_all_gather(buf):
+    """Ring all-gather: rank r owns chunk (r + 1) mod n; at step s it forwards chunk (r + 1 - s) mod n."""
+    n = len(buf)
+    buf = [[c.copy() for c in b] for b in buf]
+    sent = np.zeros(n)
+    steps = 0
+    for s in range(n - 1):
+        msgs = [((r + 1) % n, (r + 1 - s) % n, buf[r][(r + 1 - s) % n].copy()) for r in range(n)]
+        for r, (dst, idx, payload) in enumerate(msgs):
+            buf[dst][idx] = payload
+            sent[r] += payload.size * ITEM
+        steps += 1
+    return buf, steps, sent
+
+
+def sim_ring_allreduce(data):
+    rs, s1, b1 = sim_reduce_scatter(data)
+    ag, s2, b2 = sim_all_gather(rs)
+    return [np.concatenate(b) for b in ag], s1 + s2, b1 + b2
+
+
+def rand_data(rng, n, per_chunk):
+    return [rng.standard_normal(n * per_chunk).astype(np.float64) for _ in range(n)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 16])
+def test_ring_allreduce_simulation_matches_closed_form(n):
+    rng = np.random.default_rng(n)
+    data = rand_data(rng, n, per_chunk=7)
+    S = data[0].size * ITEM
+    out, steps, sent = sim_ring_allreduce(data)
+    total = np.sum(data, axis=0)
+    for r in range(n):
+        np.testing.assert_allclose(out[r], total, rtol=1e-12, atol=1e-12)
+    assert steps == 2 * (n - 1) == C.ring_allreduce_steps(n)
+    np.testing.assert_allclose(sent, C.ring_allreduce_bytes_per_rank(n, S), rtol=1e-15)
+    # each step costs alpha plus one chunk (S/n) over the link: the closed form's two terms
+    alpha, bw = 7e-6, 3.3e9
+    by_steps = steps * alpha + sent[0] / bw
+    assert C.ring_allreduce_time(n, S, alpha, bw) == pytest.approx(by_steps, rel=1e-13, abs=1e-18)
+    assert C.ring_allreduce_time(n, S, alpha, bw) == pytest.approx(
+        C.reduce_scatter_time(n, S, alpha, bw) + C.all_gather_time(n, S, alpha, bw), rel=1e-15)
+
+
+@pytest.mark.parametrize("n", [2, 4, 7])
+def test_reduce_scatter_and_all_gather_halves(n):
+    rng = np.random.default_rng(100 + n)
+    data = rand_data(rng, n, per_chunk=5)
+    S = data[0].size * ITEM
+    total_chunks = np.split(np.sum(data, axis=0), n)
+    rs, steps, sent = sim_reduce_scatter(data)
+    for r in range(n):  # rank r holds the full sum of chunk (r + 1) mod n
+        np.testing.assert_allclose(rs[r][(r + 1) % n], total_chunks[(r + 1) % n], rtol=1e-12)
+    alpha, bw = 2e-5, 1e10
+    assert steps == n - 1
+    np.testing.assert_allclose(sent, (n - 1) / n * S)
+    assert C.reduce_scatter_time(n, S, alpha, bw) == pytest.approx(steps * alpha + sent[0] / bw, rel=1e-13)
+    # all-gather of the owned chunks: every rank ends with every chunk
+    owned = [[np.zeros_like(c) for c in total_chunks] for _ in range(n)]
+    for r in range(n):
+        owned[r][(r + 1) % n] = total_chunks[(r + 1) % n]
+    ag, steps, sent = sim_all_gather(owned)
+    for r in range(n):
+        np.testing.assert_array_equal(np.concatenate(ag[r]), np.concatenate(total_chunks))
+    assert steps == n - 1
+    assert C.all_gather_time(n, S, alpha, bw) == pytest.approx(steps * alpha + sent[0] / bw, rel=1e-13)
+
+
+def sim_binomial_tree_allreduce(data):
+    """Reduce to rank 0 over a binomial tree, then broadcast back. Returns (results, rounds, bytes per message)."""
+    n = len(data)
+    part = [d.copy() for d in data]
+    rounds, k = 0, 0
+    while (1 << k) < n:  # round k: rank r = 2^k mod 2^(k+1) sends its partial sum to r - 2^k
+        step = 1 << k
+        for r in range(step, n, 2 * step):
+            part[r - step] += part[r]
+        rounds += 1
+        k += 1
+    out = [None] * n
+    out[0] = part[0].copy()
+    have = {0}
+    for k in reversed(range(rounds)):
+        step = 1 << k
+        for r in sorted(have):
+            if r + step < n:
+                out[r + step] = out[r].copy()
+        have |= {r + step for r in have if r + step < n}
+        rounds += 1
+    return out, rounds, data[0].size * ITEM
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 6, 8, 13, 32])
+def test_tree_allreduce_simulation_matches_closed_form(n):
+    rng = np.random.default_rng(200 + n)
+    data = rand_data(rng, n, per_chunk=3)
+    out, rounds, msg = sim_binomial_tree_allreduce(data)
+    total = np.sum(data, axis=0)
+    for r in range(n):
+        np.testing.assert_allclose(out[r], total, rtol=1e-12, atol=1e-12)
+    assert rounds == 2 * math.ceil(math.log2(n)) if n > 1 else rounds == 0
+    alpha, bw = 5e-6, 2e10
+    assert C.tree_allreduce_time(n, msg, alpha, bw) == pytest.approx(rounds * (alpha + msg / bw), rel=1e-13, abs=1e-18)
+
+
+@pytest.mark.parametrize("n", [4, 5, 8, 64, 100, 1024])
+def test_crossover_separates_tree_and_ring(n):
+    alpha, bw = 5e-6, 25e9
+    s_star = C.allreduce_crossover_bytes(n, alpha, bw)
+    assert s_star > 0
+    assert C.ring_allreduce_time(n, s_star, alpha, bw) == pytest.approx(C.tree_allreduce_time(n, s_star, alpha, bw), rel=1e-12)
+    assert C.tree_allreduce_time(n, s_star / 4, alpha, bw) < C.ring_allreduce_time(n, s_star / 4, alpha, bw)
+    assert C.tree_allreduce_time(n, s_star * 4, alpha, bw) > C.ring_allreduce_time(n, s_star * 4, alpha, bw)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_few_ranks_ring_never_slower_than_tree(n):
+    # ceil(log2 n) = n - 1 for n <= 3: the tree has as many latency rounds as the ring
+    assert C.allreduce_crossover_bytes(n, 1e-5, 1e9) == 0.0
+    for S in [0, 1, 1e3, 1e9]:
+        assert C.ring_allreduce_time(n, S, 1e-5, 1e9) <= C.tree_allreduce_time(n, S, 1e-5, 1e9)
+
+
+def test_seed_numbers_th09_and_ch26_01():
+    # TH-09: latency + payload / bandwidth, 0.5..4 GB at 200 GB/s and 0.05 ms
+    got = [C.alpha_beta_time(gb * 1e9, 0.05e-3, 200e9) * 1e3 for gb in (0.5, 1, 2, 4)]
+    np.testing.assert_allclose(got, [2.55, 5.05, 10.05, 20.05], rtol=1e-12)
+    # CH26-01 (b): 8 GPUs, 100 MB, 10 us, 50 GB/s -> 0.14 ms + 3.5 ms
+    assert C.ring_allreduce_time(8, 100e6, 10e-6, 50e9) == pytest.approx(3.64e-3, rel=1e-12)
+    # (c): 64 GPUs at 12.5 GB/s -> 1.26 ms + 15.75 ms
+    assert C.ring_allreduce_time(64, 100e6, 10e-6, 12.5e9) == pytest.approx(17.01e-3, rel=1e-12)
+    assert C.steps_per_epoch(1_281_167, 2048) == 626
+    assert C.steps_per_epoch(1_281_167, 2048, drop_last=True) == 625
+    assert C.steps_per_epoch(1_280_000, 2048) == 625
+
+
+def test_steps_per_epoch_matches_distributed_sampler_and_dataloader():
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    n, world, local = 10_007, 4, 64
+    ds = list(range(n))
+    for drop_last in (False, True):
+        lens = {len(DataLoader(ds, batch_size=local, drop_last=drop_last,
+                               sampler=DistributedSampler(ds, num_replicas=world, rank=r, shuffle=False)))
+                for r in range(world)}
+        assert lens == {C.steps_per_epoch(n, world * local, drop_last)}
+
+
+# ---------------------------------------------------------------- hierarchy
+
+
+def test_hierarchical_simulation_and_composition():
+    nodes, g = 3, 4
+    rng = np.random.default_rng(7)
+    data = rand_data(rng, nodes * g, per_chunk=g * nodes * 2)
+    S = data[0].size * ITEM
+    total = np.sum(data, axis=0)
+    # 1. reduce-scatter inside each node
+    node_rs = [sim_reduce_scatter(data[k * g:(k + 1) * g])[0] for k in range(nodes)]
+    # 2. GPU j of every node owns slice (j + 1) mod g of its node's sum: all-reduce it across nodes
+    inter_sent = 0.0
+    for j in range(g):
+        idx = (j + 1) % g
+        out, steps, sent = sim_ring_allreduce([node_rs[k][j][idx] for k in range(nodes)])
+        assert steps == 2 * (nodes - 1)
+        inter_sent = sent[0]
+        for k in range(nodes):
+            node_rs[k][j][idx] = out[k]
+    # 3. all-gather inside each node
+    for k in range(nodes):
+        ag, _, _ = sim_all_gather(node_rs[k])
+        for j in range(g):
+            np.testing.assert_allclose(np.concatenate(ag[j]), total, rtol=1e-12)
+    # the slow links carry 2(nodes-1)/nodes * S/g per GPU
+    assert inter_sent == pytest.approx(2 * (nodes - 1) / nodes * S / g, rel=1e-15)
+    a1, b1, a2, b2 = 3e-6, 150e9, 12e-6, 25e9
+    expect = (C.reduce_scatter_time(g, S, a1, b1) + C.ring_allreduce_time(nodes, S / g, a2, b2)
+              + C.all_gather_time(g, S, a1, b1))
+    assert C.hierarchical_allreduce_time(nodes, g, S, a1, b1, a2, b2) == pytest.approx(expect, rel=1e-14)
+
+
+def test_hierarchy_limits_and_ch26_01_numbers():
+    a1, b1, a2, b2 = 10e-6, 50e9, 10e-6, 12.5e9
+    S = 100e6
+    assert C.hierarchical_allreduce_time(1, 8, S, a1, b1, a2, b2) == pytest.approx(C.ring_allreduce_time(8, S, a1, b1))
+    assert C.hierarchical_allreduce_time(8, 1, S, a1, b1, a2, b2) == pytest.approx(C.ring_allreduce_time(8, S, a2, b2))
+    assert C.flat_allreduce_time(1, 8, S, a1, b1, a2, b2) == pytest.approx(C.ring_allreduce_time(8, S, a1, b1))
+    flat = C.flat_allreduce_time(8, 8, S, a1, b1, a2, b2)
+    hier = C.hierarchical_allreduce_time(8, 8, S, a1, b1, a2, b2)
+    assert flat == pytest.approx(17.01e-3, rel=1e-12)
+    # RS 0.07 + 1.75 ms, inter ring of 12.5 MB: 0.14 + 1.75 ms, AG 0.07 + 1.75 ms
+    assert hier == pytest.approx(5.53e-3, rel=1e-12)
+    assert hier < flat
+
+
+# ---------------------------------------------------------------- bus bandwidth
+
+
+def test_bus_bandwidth_factors_match_nccl_tests_table():
+    # NVIDIA nccl-tests doc/PERFORMANCE.md, "Summary"
+    table = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+             "all_gather": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0,
+             "all_to_all": lambda n: (n - 1) / n}
+    for op, f in table.items():
+        for n in (1, 2, 3, 8, 64):
+            S, t = 3 * 2 ** 28, 0.0123
+            assert C.bus_bandwidth(op, S, t, n) == pytest.approx(S / t * f(n), rel=1e-15)
+    assert C.bus_bandwidth("AllReduce", 1 << 30, 0.01, 8) == pytest.approx(187.9048192e9, rel=1e-9)
+    assert C.bus_bandwidth("allgather", 8, 1, 2) == C.bus_bandwidth("all_gather", 8, 1, 2)
+    # busbw of the ideal ring equals the link bandwidth, whatever n (the point of the factor)
+    for n in (2, 4, 16):
+        t = C.ring_allreduce_time(n, 1e9, 0.0, 40e9)
+        assert C.bus_bandwidth("all_reduce", 1e9, t, n) == pytest.approx(40e9, rel=1e-12)
+        t = C.reduce_scatter_time(n, 1e9, 0.0, 40e9)
+        assert C.bus_bandwidth("reduce_scatter", 1e9, t, n) == pytest.approx(40e9, rel=1e-12)
+
+
+# ---------------------------------------------------------------- Amdahl
+
+
+def test_amdahl_against_explicit_timing_composition():
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        k = int(rng.integers(1, 6))
+        profile = {f"p{i}": float(rng.uniform(0, 100)) for i in range(k)}
+        scalable = [name for name in profile if rng.random() < 0.6]
+        n = int(rng.integers(1, 1000))
+        one = sum(profile.values())
+        many = sum(v for name, v in profile.items() if name not in scalable) + sum(profile[s] for s in scalable) / n
+        assert C.amdahl_from_profile(profile, scalable, n) == pytest.approx(one / many, rel=1e-12)
+        p = sum(profile[s] for s in scalable) / one
+        assert C.amdahl_speedup(p, n) == pytest.approx(one / many, rel=1e-12)
+
+
+def test_amdahl_ch26_04_numbers():
+    prof = {"compute": 180, "all_reduce": 45, "data": 25, "other": 10}
+    assert C.amdahl_from_profile(prof, ["compute", "all_reduce", "data"], 4) == pytest.approx(260 / 72.5, rel=1e-14)
+    assert C.amdahl_from_profile(prof, ["compute", "all_reduce", "data"], math.inf) == pytest.approx(26.0)
+    assert C.amdahl_speedup(1.0, math.inf) == math.inf
+    assert C.parallel_efficiency(2.8, 4) == pytest.approx(0.70)
+    # (c) overlap comm with a 120 ms backward: 260 -> 215 ms
+    assert C.speedup_from_step_time(2.8, 260, 215) == pytest.approx(2.8 * 260 / 215)
+
+
+# ---------------------------------------------------------------- overlap
+
+
+def test_overlap_step_time_limits():
+    assert C.overlap_step_time(0.2, 0.05, 0.0) == pytest.approx(0.25)
+    assert C.overlap_step_time(0.2, 0.05, 1.0) == pytest.approx(0.2)
+    assert C.overlap_step_time(0.03, 0.05, 1.0) == pytest.approx(0.05)
+    assert C.overlap_step_time(0.2, 0.05, 0.5) == pytest.approx(0.225)
+
+
+def test_bucketed_step_time_equals_max_plus_closed_form():
+    rng = np.random.default_rng(12)
+    for _ in range(300):
+        b = int(rng.integers(1, 30))
+        tf, tb = float(rng.uniform(0, 1)), float(rng.uniform(0, 2))
+        comm = rng.uniform(0, 0.3, b) * (10 ** rng.uniform(-2, 1))
+        ready = tf + np.arange(1, b + 1) * tb / b
+        # the last bucket ends at max_i (ready_i + comm_i + ... + comm_last)
+        closed = max(ready[i] + comm[i:].sum() for i in range(b))
+        got = C.bucketed_step_time(tf, tb, comm)
+        assert got == pytest.approx(closed, rel=1e-12)
+        assert tf + tb + comm[-1] - 1e-12 <= got <= tf + tb + comm.sum() + 1e-12
+
+
+def test_bucketed_step_time_limits():
+    assert C.bucketed_step_time(0.06, 0.12, [0.045]) == pytest.approx(0.06 + 0.12 + 0.045)
+    # four buckets of 11.25 ms under a 120 ms backward: only the last is exposed
+    assert C.bucketed_step_time(0.06, 0.12, [0.01125] * 4) == pytest.approx(0.19125)
+    times = C.bucket_comm_times(8, 100e6, 4, 10e-6, 50e9)
+    assert len(times) == 4 and times[0] == pytest.approx(C.ring_allreduce_time(8, 25e6, 10e-6, 50e9))
+
+
+# ---------------------------------------------------------------- stragglers
+
+
+def test_straggler_closed_form_vs_monte_carlo():
+    for n in (1, 2, 8, 64, 512):
+        sims = C.simulate_straggler_steps(0.2, 0.01, n, 20_000, seed=n)
+        se = sims.std() / math.sqrt(sims.size)
+        assert abs(sims.mean() - C.expected_max_step_time(0.2, 0.01, n)) < 5 * se
+    assert C.harmonic_number(1) == 1.0
+    assert C.harmonic_number(4) == pytest.approx(25 / 12, rel=1e-15)
+    assert C.harmonic_number(10 ** 5) == pytest.approx(math.log(10 ** 5) + 0.5772156649, rel=1e-5)
+    slow = [C.straggler_slowdown(0.2, 0.01, n) for n in (1, 8, 64, 1024)]
+    assert slow[0] == 1.0 and all(a < b for a, b in zip(slow, slow[1:]))
+    assert C.expected_max_step_time(0.2, 0.0, 1000) == 0.2
+
+
+# ---------------------------------------------------------------- fitting
+
+
+SIZES = np.array(C.DEFAULT_SIZES, dtype=float)
+
+
+def test_fit_recovers_exact_parameters():
+    for alpha, bw in [(3e-4, 1.2e9), (5e-6, 2e11), (0.0, 1e9)]:
+        t = alpha + SIZES / bw
+        a, b = C.fit_alpha_beta(SIZES, t)
+        assert a == pytest.approx(alpha, rel=1e-9, abs=1e-15) and b == pytest.approx(bw, rel=1e-9)
+
+
+def test_fit_equals_weighted_polyfit_and_beats_unweighted():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        alpha, bw = 10 ** rng.uniform(-5, -3), 10 ** rng.uniform(8.5, 10.5)
+        t = (alpha + SIZES / bw) * np.exp(rng.normal(0, 0.05, SIZES.size))
+        a, b = C.fit_alpha_beta(SIZES, t)
+        slope, icpt = np.polyfit(SIZES, t, 1, w=1 / t)
+        assert a == pytest.approx(icpt, rel=1e-6) and b == pytest.approx(1 / slope, rel=1e-6)
+        assert a == pytest.approx(alpha, rel=0.3)
+        assert b == pytest.approx(bw, rel=0.3)
+
+
+def test_fit_clamps_negative_latency_to_zero():
+    t = SIZES / 1e9 * np.linspace(0.7, 1.0, SIZES.size)  # small sizes faster than the line through 0
+    A = np.stack([np.ones_like(SIZES), SIZES], 1) / t[:, None]
+    assert np.linalg.lstsq(A, np.ones_like(t), rcond=None)[0][0] < 0  # the free optimum is negative
+    a, b = C.fit_alpha_beta(SIZES, t)
+    grid = np.linspace(0.5e9, 2e9, 200001)  # brute force over the bandwidth with alpha = 0
+    obj = ((SIZES[None, :] / grid[:, None] - t) / t) ** 2
+    assert a == 0.0 and b == pytest.approx(grid[np.argmin(obj.sum(1))], rel=1e-5)
+
+
+def test_alpha_beta_report():
+    t = 2e-4 + SIZES / 1.5e9
+    r = C.alpha_beta_report(SIZES, t, 8 << 20)
+    assert r["fit_mask"].sum() == 14
+    np.testing.assert_allclose(r["rel_error"], 0, atol=1e-9)
+
+
+# ---------------------------------------------------------------- the real gloo lab
+
+
+def test_timing_rank_issues_the_expected_collectives():
+    sizes, repeats, warmup = [1024, 4096, 65536], 3, 2
+
+    def counted(rank, world):
+        with CommCounter() as comm:
+            out = C.allreduce_timing_rank(rank, world, sizes, repeats, warmup)
+        return comm.summary(), out
+
+    for summary, out in launch(counted, 2, timeout=60):
+        assert summary["all_reduce"] == (len(sizes) * (repeats + warmup), sum(sizes) * (repeats + warmup))
+        assert summary["barrier"][0] == len(sizes) * repeats
+        assert len(out) == len(sizes) and all(t > 0 for t in out)
+
+
+def test_measured_gloo_allreduce_follows_the_fitted_model():
+    sizes = [2 ** k for k in range(10, 25)]  # 1 KiB .. 16 MiB
+    big = np.array(sizes) > (4 << 20)
+    for attempt in range(3):  # a timing test on a shared 2-core machine: allow a noisy sweep
+        t = C.measure_allreduce(sizes, world_size=2, repeats=5, warmup=1)
+        assert t.shape == (len(sizes),) and np.all(t > 0)
+        r = C.alpha_beta_report(sizes, t, 4 << 20)
+        ratio = r["predicted"][big] / t[big]
+        if np.all((ratio > 1 / 3) & (ratio < 3.0)) and t[-1] > 3 * t[0]:
+            return
+    pytest.fail(f"3 sweeps, last: fit alpha={r['alpha']:.3g} s, bandwidth={r['bandwidth']:.3g} B/s; "
+                f"predicted/measured at 8 and 16 MiB = {ratio}")
+
+
+def test_allreduce_benchmark_report_is_consistent(monkeypatch):
+    sizes = [1024, 4096, 65536, 262144, 1 << 20]
+    fake = 3e-4 + np.array(sizes) / 1e9 * np.array([1.0, 1.1, 0.9, 1.3, 1.2])
+    monkeypatch.setattr(C, "measure_allreduce", lambda s, w, r, wu: fake.copy())  # the timing is tested above
+    r = C.allreduce_benchmark(sizes, fit_max_bytes=65536, repeats=3, warmup=1)
+    np.testing.assert_array_equal(r["sizes"], sizes)
+    assert r["fit_mask"].tolist() == [True, True, True, False, False]
+    a, b = C.fit_alpha_beta(np.array(sizes)[:3], r["measured"][:3])
+    assert (r["alpha"], r["bandwidth"]) == (a, b)
+    np.testing.assert_allclose(r["busbw"], np.array(sizes) / r["measured"])  # n = 2: factor 1
+    assert r["max_abs_error_held_out"] == pytest.approx(np.abs(r["rel_error"][3:]).max())
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("call", [
+    lambda: C.ring_allreduce_time(0, 1e6, 1e-5, 1e9),
+    lambda: C.ring_allreduce_time(2.5, 1e6, 1e-5, 1e9),
+    lambda: C.ring_allreduce_time(4, -1, 1e-5, 1e9),
+    lambda: C.ring_allreduce_time(4, 1e6, -1e-5, 1e9),
+    lambda: C.ring_allreduce_time(4, 1e6, 1e-5, 0),
+    lambda: C.ring_allreduce_time(4, 1e6, 1e-5, -3e9),
+    lambda: C.tree_allreduce_time(0, 1e6, 1e-5, 1e9),
+    lambda: C.reduce_scatter_time(4, 1e6, 1e-5, 0.0),
+    lambda: C.all_gather_time(-2, 1e6, 1e-5, 1e9),
+    lambda: C.alpha_beta_time(1e6, 1e-5, float("inf")),
+    lambda: C.bus_bandwidth("all_reduce", 1e6, 0.0, 4),
+    lambda: C.bus_bandwidth("all_reduce", 1e6, -1.0, 4),
+    lambda: C.bus_bandwidth("gather", 1e6, 1.0, 4),
+    lambda: C.bus_bandwidth("all_reduce", 1e6, 1.0, 0),
+    lambda: C.amdahl_speedup(1.2, 4),
+    lambda: C.amdahl_speedup(0.5, 0),
+    lambda: C.amdahl_from_profile({"a": 1.0}, ["b"], 4),
+    lambda: C.amdahl_from_profile({"a": -1.0}, ["a"], 4),
+    lambda: C.amdahl_from_profile({}, [], 4),
+    lambda: C.parallel_efficiency(2.8, 0),
+    lambda: C.steps_per_epoch(1000, 0),
+    lambda: C.overlap_step_time(-0.1, 0.05),
+    lambda: C.overlap_step_time(0.1, 0.05, 1.5),
+    lambda: C.bucketed_step_time(0.1, 0.2, []),
+    lambda: C.bucketed_step_time(0.1, 0.2, [0.01, -0.01]),
+    lambda: C.hierarchical_allreduce_time(0, 8, 1e6, 1e-5, 1e11, 1e-5, 1e10),
+    lambda: C.hierarchical_allreduce_time(2, 8, 1e6, 1e-5, 1e11, 1e-5, 0),
+    lambda: C.expected_max_step_time(0.2, -0.01, 8),
+    lambda: C.expected_max_step_time(0.2, 0.01, 0),
+    lambda: C.straggler_slowdown(0.0, 0.0, 8),
+    lambda: C.fit_alpha_beta([1e3, 1e6], [1e-4]),
+    lambda: C.fit_alpha_beta([1e3, 1e3], [1e-4, 2e-4]),
+    lambda: C.fit_alpha_beta([1e3, 1e6], [1e-4, -1e-3]),
+    lambda: C.fit_alpha_beta([1e3, 1e6], [1e-3, 1e-4]),  # slower for the small one: no bandwidth
+    lambda: C.fit_alpha_beta([-1e3, 1e6], [1e-4, 1e-3]),
+    lambda: C.measure_allreduce([1026]),
+    lambda: C.measure_allreduce([1024], world_size=0),
+    lambda: C.measure_allreduce([1024], repeats=0),
+])
+def test_bad_input_raises_value_error(call):
+    with pytest.raises(ValueError):
+        call()
