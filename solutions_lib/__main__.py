@@ -5,6 +5,7 @@
   check      self-check a notebook with the hidden tests, offline
   coverage   which syllabus ids are graded where, which are missing
   fmt        normalise the source notebooks (no outputs, stable JSON); --check only reports
+  bench      print measured-vs-predicted benchmarks (activation memory, all-reduce alpha-beta)
 """
 from __future__ import annotations
 
@@ -83,6 +84,12 @@ def cmd_demo(args) -> int:
     return main()
 
 
+def cmd_bench(args) -> int:
+    from .bench import main
+
+    return main(args.names)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m solutions_lib", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,6 +104,9 @@ def main(argv=None) -> int:
     c = sub.add_parser("fmt", help="normalise source notebooks")
     c.add_argument("--check", action="store_true", help="report, do not rewrite")
     c.set_defaults(func=cmd_fmt)
+    c = sub.add_parser("bench", help="benchmarks: predicted vs measured memory and communication")
+    c.add_argument("names", nargs="*", help="memory, comms (default: all)")
+    c.set_defaults(func=cmd_bench)
     sub.add_parser("release", help="rebuild release/ from source/").set_defaults(func=cmd_release)
     sub.add_parser("demo", help="the main job: release, grade a sample class, print the table").set_defaults(func=cmd_demo)
     args = p.parse_args(argv)

@@ -101,9 +101,11 @@ def _code_objects(obj) -> set:
         for attr in vars(obj).values():
             codes |= _code_objects(getattr(attr, "__func__", attr)) if callable(attr) or isinstance(attr, (staticmethod, classmethod)) else set()
         return codes
+    # Only the innermost function of a decorator chain: decorator wrappers are often shared
+    # (every torch optimizer's `step` runs the same `_use_grad` wrapper), and the inner
+    # function runs whenever the wrapper is called.
     seen = 0
     while hasattr(obj, "__wrapped__") and seen < 10:
-        codes |= _code_objects_of_function(obj)
         obj = obj.__wrapped__
         seen += 1
     return codes | _code_objects_of_function(obj)

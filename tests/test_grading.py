@@ -110,3 +110,14 @@ def test_expect_own():
 
     with pytest.raises(DelegationError, match="subclass"):
         expect_own(Sub, "Lamb", torch.optim.AdamW)
+
+
+def test_no_delegation_does_not_blame_a_shared_decorator():
+    # Every torch optimizer's step() runs the same `_use_grad` wrapper: using AdamW is not SGD.
+    w = torch.nn.Parameter(torch.ones(3))
+    w.grad = torch.ones(3)
+    with no_delegation("sgd by hand", torch.optim.SGD):
+        torch.optim.AdamW([w], lr=0.1).step()
+    with pytest.raises(DelegationError, match="SGD"):
+        with no_delegation("sgd by hand", torch.optim.SGD):
+            torch.optim.SGD([w], lr=0.1).step()

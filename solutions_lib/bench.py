@@ -1,0 +1,77 @@
+"""Benchmarks that print numbers: `python -m solutions_lib bench [memory] [comms]`.
+
+memory  predicted (closed form) vs measured (saved-tensor hooks; CUDA allocator on a GPU)
+        activation bytes of small transformers. Goal: every row within 10%.
+comms   gloo all-reduce on 2 local ranks from 1 KiB to 64 MiB; an alpha-beta model fitted on
+        the sizes up to 8 MiB predicts 16-64 MiB. Goal: within 25% above 8 MiB.
+"""
+from __future__ import annotations
+
+MEMORY_GOAL = 0.10
+COMMS_GOAL = 0.25
+COMMS_FIT_MAX = 8 << 20
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def memory(out=print) -> bool:
+    from .memory import activation_benchmark
+
+    rows = activation_benchmark()
+    out("activation memory: predicted (closed form) vs measured (bytes saved for backward)")
+    out(f"{'config':<58} {'predicted':>11} {'measured':>11} {'error':>7}")
+    ok = True
+    for r in rows:
+        c = r["config"]
+        name = (f"B={c['batch']} s={c['seq_len']} h={c['hidden']} a={c['heads']} L={c['layers']}"
+                + (f" ckpt every {c.get('checkpoint_every', 1)}" if c.get("checkpointing") else ""))
+        ok &= abs(r["rel_error"]) <= MEMORY_GOAL
+        out(f"{name:<58} {_fmt_bytes(r['predicted_bytes']):>11} {_fmt_bytes(r['measured_bytes']):>11} "
+            f"{100 * r['rel_error']:>+6.1f}%")
+        if "cuda_forward_bytes" in r:
+            out(f"{'  (CUDA allocator after the forward)':<58} {'':>11} {_fmt_bytes(r['cuda_forward_bytes']):>11}")
+    out(f"goal: |error| <= {MEMORY_GOAL:.0%} on every row -> {'met' if ok else 'NOT met'} (device: {rows[0]['device']})")
+    return ok
+
+
+def comms(out=print) -> bool:
+    import numpy as np
+
+    from .comms import DEFAULT_SIZES, alpha_beta_report, measure_allreduce
+
+    sizes = np.asarray(DEFAULT_SIZES, dtype=float)
+    seconds = measure_allreduce(DEFAULT_SIZES, world_size=2)
+    rep = alpha_beta_report(sizes, seconds, COMMS_FIT_MAX)
+    out(f"all-reduce on 2 local ranks, fitted on sizes <= {_fmt_bytes(COMMS_FIT_MAX)}: "
+        f"alpha = {rep['alpha'] * 1e6:.1f} us, bandwidth = {rep['bandwidth'] / 1e9:.2f} GB/s")
+    out(f"{'size':>10} {'measured':>12} {'model':>12} {'error':>8}")
+    for s, t, p, e, fitted in zip(sizes, seconds, rep["predicted"], rep["rel_error"], rep["fit_mask"]):
+        out(f"{_fmt_bytes(s):>10} {t * 1e3:>10.3f}ms {p * 1e3:>10.3f}ms {100 * e:>+7.1f}%"
+            + ("  (fitted)" if fitted else ""))
+    held_out = np.abs(rep["rel_error"][~rep["fit_mask"]])
+    ok = bool(held_out.size) and float(held_out.max()) <= COMMS_GOAL
+    out(f"goal: |error| <= {COMMS_GOAL:.0%} on the sizes above the fit -> {'met' if ok else 'NOT met'} "
+        f"(worst {100 * float(held_out.max()):.1f}%)")
+    return ok
+
+
+BENCHES = {"memory": memory, "comms": comms}
+
+
+def main(names=None) -> int:
+    names = names or list(BENCHES)
+    unknown = sorted(set(names) - set(BENCHES))
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s) {unknown}; choose from {sorted(BENCHES)}")
+    results = []
+    for i, name in enumerate(names):
+        if i:
+            print()
+        results.append(BENCHES[name]())
+    return 0 if all(results) else 1
