@@ -1,0 +1,328 @@
+"""Attention without the s x s matrix: the online softmax, a tiled FlashAttention forward that
+returns the row logsumexp, a memory model of standard vs FlashAttention (forward, what is kept
+for the backward, and the backward's working set), and a measurement of softmax saturation
+with and without the 1/sqrt(d) score scale.
+
+Sources:
+- online softmax: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax";
+- tiled forward: Dao et al. 2022, "FlashAttention: Fast and Memory-Efficient Exact Attention
+  with IO-Awareness", Algorithm 1 (outer loop over key/value blocks there; here queries are
+  tiled too, which is the loop order of FlashAttention-2, Dao 2023; the arithmetic is the same);
+- score scale: Vaswani et al. 2017, section 3.2.1 (q.k has variance d for unit-variance entries).
+
+Shapes: q (batch, heads, s_q, d), k (batch, heads, s_k, d), v (batch, heads, s_k, d_v).
+`causal=True` lets query i see keys j <= i (the top-left alignment of
+torch.nn.functional.scaled_dot_product_attention(is_causal=True)). Memory is in bytes.
+Bad arguments (block_size < 1, mismatched shapes, d_model not divisible by heads, ...)
+raise ValueError with the reason.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+
+PHASES = ("forward", "saved", "backward")
+METHODS = ("standard", "flash")
+
+
+def _count(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+# ---------------------------------------------------------------- online softmax
+
+
+def online_softmax(x, block_size: int = 1) -> torch.Tensor:
+    """softmax over the last dimension of `x`, normaliser computed in one pass over blocks.
+
+    Running max m and running sum l of exp(x - m); a new block b updates them as
+        m_new = max(m, max(b)),  l_new = l * exp(m - m_new) + sum(exp(b - m_new)),
+    so no exp ever sees a positive argument (no overflow, whatever the magnitude of x).
+    The output is exp(x - m) / l with the final m and l. Equals torch.softmax(x, -1).
+    """
+    x = torch.as_tensor(x)
+    if not x.is_floating_point():
+        x = x.to(torch.get_default_dtype())
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ValueError(f"x needs a non-empty last dimension, got shape {tuple(x.shape)}")
+    b = _count("block_size", block_size)
+    n = x.shape[-1]
+    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)
+    l = torch.zeros(x.shape[:-1], dtype=x.dtype)
+    for start in range(0, n, b):
+        blk = x[..., start:start + b]
+        m_new = torch.maximum(m, blk.max(dim=-1).values)
+        safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+        l = l * torch.exp(m - safe) + torch.exp(blk - safe[..., None]).sum(dim=-1)
+        m = m_new
+    return torch.exp(x - m[..., None]) / l[..., None]
+
+
+# ---------------------------------------------------------------- tiled forward
+
+
+def _check_qkv(q, k, v):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.ndim != 4:
+            raise ValueError(f"{name} must be a 4-D tensor (batch, heads, seq, dim), got "
+                             f"{getattr(t, 'shape', type(t).__name__)}")
+        if not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got {t.dtype}")
+    if q.shape[:2] != k.shape[:2] or k.shape[:2] != v.shape[:2]:
+        raise ValueError(f"batch and heads must match: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k need the same head dim, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[2] != v.shape[2]:
+        raise ValueError(f"k and v need the same sequence length, got {k.shape[2]} and {v.shape[2]}")
+    if min(q.shape[2], k.shape[2], q.shape[-1]) < 1:
+        raise ValueError("sequence lengths and head dim must be >= 1")
+
+
+def flash_attention_forward(q, k, v, block_size: int, causal: bool = False, scale: float | None = None):
+    """Exact attention softmax(scale * q k^T) v computed tile by tile; returns (output, lse).
+
+    For each query block Q_i, start with m = -inf, l = 0, O = 0 and for each key/value block
+    (K_j, V_j): S = scale * Q_i K_j^T (masked to -inf where j > i if causal),
+        m_new = max(m, rowmax(S)),  P = exp(S - m_new),  c = exp(m - m_new),
+        l = c * l + rowsum(P),      O = c * O + P V_j,   m = m_new;
+    finally O / l and lse = m + log(l) = log sum_j exp(scale * q_i.k_j), the only per-row
+    statistic the backward needs to rebuild P = exp(S - lse) block by block. No tensor of the
+    size of the full (s_q, s_k) score matrix is ever created. With causal=True, key blocks
+    entirely in the future of a query block are skipped.
+    lse has shape (batch, heads, s_q), in the dtype of q.
+    """
+    _check_qkv(q, k, v)
+    b = _count("block_size", block_size)
+    d = q.shape[-1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    elif isinstance(scale, bool) or not isinstance(scale, Real) or not math.isfinite(float(scale)) or scale <= 0:
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    s_q, s_k = q.shape[2], k.shape[2]
+    outs, lses = [], []
+    for qs in range(0, s_q, b):
+        qi = q[:, :, qs:qs + b]
+        rows = qi.shape[2]
+        m = torch.full(qi.shape[:3], -math.inf, dtype=q.dtype)
+        l = torch.zeros(qi.shape[:3], dtype=q.dtype)
+        acc = torch.zeros(*qi.shape[:3], v.shape[-1], dtype=q.dtype)
+        q_idx = torch.arange(qs, qs + rows)[:, None]
+        for ks in range(0, s_k, b):
+            if causal and ks > qs + rows - 1:
+                break
+            kj, vj = k[:, :, ks:ks + b], v[:, :, ks:ks + b]
+            s = (qi @ kj.transpose(-1, -2)) * scale
+            if causal:
+                k_idx = torch.arange(ks, ks + kj.shape[2])[None, :]
+                s = s.masked_fill(k_idx > q_idx, -math.inf)
+            m_new = torch.maximum(m, s.max(dim=-1).values)
+            safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+            p = torch.exp(s - safe[..., None])
+            c = torch.exp(m - safe)
+            l = c * l + p.sum(dim=-1)
+            acc = c[..., None] * acc + p @ vj
+            m = m_new
+        outs.append(acc / l[..., None])
+        lses.append(m + torch.log(l))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def naive_attention(q, k, v, causal: bool = False, scale: float | None = None):
+    """softmax(scale * q k^T) v with the full score matrix: the standard path whose saved
+    tensors AttentionBenchmark counts (scaled q, k, v and the probabilities P)."""
+    _check_qkv(q, k, v)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    s = (q * scale) @ k.transpose(-1, -2)
+    if causal:
+        s = s.masked_fill(torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).triu(1), -math.inf)
+    return torch.softmax(s, dim=-1) @ v
+
+
+# ---------------------------------------------------------------- memory model
+
+
+@dataclass(frozen=True)
+class AttentionBenchmark:
+    """Memory of one attention layer's core, softmax(QK^T/sqrt(d_k)) V, for standard attention
+    and FlashAttention. Element counts, with io = batch*seq_len*d_model (one of Q, K, V, O, dO,
+    dQ, dK, dV), att = batch*heads*seq_len^2 (one score-sized matrix), row = batch*heads*seq_len
+    (one value per query row); bytes = elements * bytes_per_element.
+
+    Tensors counted (the `tensors` method lists them by name):
+    - forward (all live during the forward):
+        standard: Q, K, V, S = QK^T/sqrt(d_k), P = softmax(S), O        -> 4 io + 2 att
+        flash:    Q, K, V, O, lse (tiles live in on-chip SRAM, not HBM) -> 4 io + 1 row
+    - saved (kept from the forward for the backward; for standard this is exactly what torch
+      autograd saves for (q*scale) @ k^T -> softmax -> @ v):
+        standard: Q, K, V, P                                            -> 3 io + 1 att
+        flash:    Q, K, V, O, lse                                       -> 4 io + 1 row
+    - backward (saved + everything the backward creates, counted as if alive together: an
+      upper bound of the backward peak):
+        standard: saved + dO, dP, dS, dQ, dK, dV                        -> 7 io + 3 att
+        flash:    saved + dO, dQ, dK, dV, D = rowsum(dO * O)            -> 8 io + 2 row
+    Projections, the residual stream and on-chip buffers are outside the model. One
+    bytes_per_element for every tensor (real kernels keep lse in fp32: negligible).
+    """
+
+    batch: int
+    seq_len: int
+    d_model: int
+    heads: int
+    bytes_per_element: float = 2
+
+    # (io, att, row) coefficients per (method, phase)
+    COEFFS = {
+        ("standard", "forward"): (4, 2, 0), ("flash", "forward"): (4, 0, 1),
+        ("standard", "saved"): (3, 1, 0), ("flash", "saved"): (4, 0, 1),
+        ("standard", "backward"): (7, 3, 0), ("flash", "backward"): (8, 0, 2),
+    }
+    TENSORS = {
+        ("standard", "forward"): ("Q", "K", "V", "S", "P", "O"),
+        ("flash", "forward"): ("Q", "K", "V", "O", "lse"),
+        ("standard", "saved"): ("Q", "K", "V", "P"),
+        ("flash", "saved"): ("Q", "K", "V", "O", "lse"),
+        ("standard", "backward"): ("Q", "K", "V", "P", "dO", "dP", "dS", "dQ", "dK", "dV"),
+        ("flash", "backward"): ("Q", "K", "V", "O", "lse", "dO", "dQ", "dK", "dV", "D"),
+    }
+    _KIND = {"S": "att", "P": "att", "dP": "att", "dS": "att", "lse": "row", "D": "row"}
+
+    def __post_init__(self):
+        for name in ("batch", "seq_len", "d_model", "heads"):
+            _count(name, getattr(self, name))
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by heads={self.heads}")
+        b = self.bytes_per_element
+        if isinstance(b, bool) or not isinstance(b, Real) or not math.isfinite(float(b)) or b <= 0:
+            raise ValueError(f"bytes_per_element must be a number > 0, got {b!r}")
+
+    @staticmethod
+    def _key(method, phase):
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if phase not in PHASES:
+            raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+        return method, phase
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    def _sizes(self) -> dict[str, int]:
+        B, s, d, h = self.batch, self.seq_len, self.d_model, self.heads
+        return {"io": B * s * d, "att": B * h * s * s, "row": B * h * s}
+
+    def tensors(self, method: str, phase: str) -> dict[str, int]:
+        """{tensor name: elements} counted for `method` in `phase`."""
+        sizes = self._sizes()
+        return {n: sizes[self._KIND.get(n, "io")] for n in self.TENSORS[self._key(method, phase)]}
+
+    def bytes(self, method: str, phase: str) -> float:
+        a, n, m = self.COEFFS[self._key(method, phase)]
+        z = self._sizes()
+        return float((a * z["io"] + n * z["att"] + m * z["row"]) * self.bytes_per_element)
+
+    def forward_bytes(self, method: str) -> float:
+        return self.bytes(method, "forward")
+
+    def saved_bytes(self, method: str) -> float:
+        return self.bytes(method, "saved")
+
+    def backward_bytes(self, method: str) -> float:
+        return self.bytes(method, "backward")
+
+    def savings_ratio(self, phase: str = "backward") -> float:
+        """standard bytes / flash bytes in `phase`."""
+        return self.bytes("standard", phase) / self.bytes("flash", phase)
+
+    def crossover_seq_len(self, phase: str = "backward", target: float = 2.0) -> int:
+        """Smallest whole s at which the savings ratio exceeds `target` (batch cancels)."""
+        return crossover_seq_len(self.d_model, self.heads, phase, target)
+
+
+def crossover_threshold(d_model: int, heads: int, phase: str = "backward", target: float = 2.0) -> float:
+    """The real s_c with ratio(s) > target exactly for s > s_c.
+
+    With standard = a io + n att and flash = c io + m row (per batch element, io = s d,
+    att = h s^2, row = h s): n h s^2 + a s d > target (c s d + m h s)
+        <=>  s > s_c = ((target c - a) d + target m h) / (n h).
+    Backward, target 2: s_c = 3 d/h + 4/3; saved: 5 d/h + 2; forward: 2 d/h + 1.
+    """
+    d = _count("d_model", d_model)
+    h = _count("heads", heads)
+    if isinstance(target, bool) or not isinstance(target, Real) or not math.isfinite(float(target)) or target <= 1:
+        raise ValueError(f"target ratio must be a number > 1, got {target!r}")
+    a, n, _ = AttentionBenchmark.COEFFS[AttentionBenchmark._key("standard", phase)]
+    c, _, m = AttentionBenchmark.COEFFS[("flash", phase)]
+    return ((target * c - a) * d + target * m * h) / (n * h)
+
+
+def crossover_seq_len(d_model: int, heads: int, phase: str = "backward", target: float = 2.0) -> int:
+    """Smallest whole sequence length with savings ratio > target: floor(s_c) + 1 (at least 1)."""
+    return max(1, math.floor(crossover_threshold(d_model, heads, phase, target)) + 1)
+
+
+def saved_tensor_bytes(fn, *args) -> int:
+    """Bytes of the distinct tensors autograd saves while running fn(*args) (storages counted
+    once: k and k.transpose share one). A measurement to check the 'saved' model against."""
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        seen[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args)
+    return int(sum(seen.values()))
+
+
+# ---------------------------------------------------------------- saturation
+
+
+def score_saturation(q, k, scaled: bool = True) -> dict[str, float]:
+    """How peaked softmax(q k^T [/sqrt(d)]) is, for q (n_q, d) and k (n_k, d).
+
+    Returns {"score_std": std of the scores, "max_prob": mean over rows of the largest
+    probability, "entropy": mean row entropy in nats (log n_k = uniform, 0 = one-hot),
+    "saturated_rows": fraction of rows whose largest probability exceeds 0.99}.
+    For unit-variance entries q.k has variance d, so without the scale the scores have std
+    ~sqrt(d) and the softmax is close to one-hot (gradients through it vanish).
+    """
+    q = torch.as_tensor(q, dtype=torch.float64)
+    k = torch.as_tensor(k, dtype=torch.float64)
+    if q.ndim != 2 or k.ndim != 2 or q.shape[1] != k.shape[1]:
+        raise ValueError(f"q and k must be (n, d) matrices with the same d, got {tuple(q.shape)} and {tuple(k.shape)}")
+    s = q @ k.T
+    if scaled:
+        s = s / math.sqrt(q.shape[1])
+    p = torch.softmax(s, dim=-1)
+    logp = torch.log_softmax(s, dim=-1)
+    ent = -(p * logp).sum(-1)
+    pmax = p.max(-1).values
+    return {"score_std": float(s.std()), "max_prob": float(pmax.mean()), "entropy": float(ent.mean()),
+            "saturated_rows": float((pmax > 0.99).double().mean())}
+
+
+def saturation_sweep(dims, n_q=256, n_k=256, seed=0) -> dict[str, np.ndarray]:
+    """score_saturation with and without the scale for random unit-variance q, k of each d."""
+    rng = np.random.default_rng(seed)
+    out = {key: [] for key in ("d", "std_unscaled", "std_scaled", "max_prob_unscaled", "max_prob_scaled",
+                               "entropy_unscaled", "entropy_scaled")}
+    for d in dims:
+        d = _count("d", d)
+        q, k = rng.standard_normal((n_q, d)), rng.standard_normal((n_k, d))
+        u, s = score_saturation(q, k, scaled=False), score_saturation(q, k, scaled=True)
+        out["d"].append(d)
+        for tag, r in (("unscaled", u), ("scaled", s)):
+            out[f"std_{tag}"].append(r["score_std"])
+            out[f"max_prob_{tag}"].append(r["max_prob"])
+            out[f"entropy_{tag}"].append(r["entropy"])
+    return {key: np.array(v) for key, v in out.items()}
