@@ -25,6 +25,9 @@ import math
 from dataclasses import asdict, dataclass
 from numbers import Integral, Real
 
+from ._checks import count as _count
+from ._checks import size as _size
+
 GB = 1e9
 #: Usable capacity of the cards the exercises ask about, in bytes (nominal GB x 1e9).
 GPU_MEMORY = {"A100 40GB": 40e9, "A100 80GB": 80e9, "V100 32GB": 32e9}
@@ -32,25 +35,6 @@ RECOMPUTE = ("none", "selective", "full")
 
 
 # ---------------------------------------------------------------- validation
-
-
-def _size(name: str, value, *, positive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise ValueError(f"{name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
-    return float(value)
-
-
-def _count(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        if isinstance(value, Real) and math.isfinite(float(value)) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 # ---------------------------------------------------------------- model state and ZeRO

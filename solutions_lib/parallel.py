@@ -31,12 +31,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from numbers import Integral, Real
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+
+from ._checks import count as _int
+from ._checks import positive_real as _pos
 
 __all__ = [
     "SCHEDULES", "pipeline_bubble_fraction", "pipeline_bubble_ratio", "min_micro_batches_for_bubble",
@@ -52,23 +54,6 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
 
 # ---------------------------------------------------------------- validation
-
-
-def _int(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        if isinstance(value, Real) and math.isfinite(float(value)) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _pos(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 def _schedule(stages, micro_batches, schedule, chunks):

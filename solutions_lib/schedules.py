@@ -20,6 +20,8 @@ from typing import Callable
 
 import numpy as np
 
+from ._checks import count
+
 from solutions_lib.batch_scaling import (  # noqa: F401  (re-exported)
     gradient_noise_scale,
     linear_regression_gradient_stats,
@@ -44,14 +46,7 @@ TRACE_BUGS = ("ok", "not_scaled", "per_microbatch", "no_warmup", "wrong_restart"
 
 
 def _int(name: str, value, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        if isinstance(value, Real) and math.isfinite(float(value)) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+    return count(name, value, minimum)
 
 
 def _step(step) -> int:
