@@ -101,8 +101,7 @@ SYLLABUS: dict[str, str] = {
 NOT_YET_WRITTEN: frozenset[str] = frozenset(
     # Assignments 08-09: data, checkpoints, debugging, cost
     ["TSX-10", "TH-15", "CH26-20", "CH26-21", "CH26-23",
-       "LES-9.5",
-       "LES-10.1", "LES-10.2", "LES-10.4", "LES-10.5"]
+     "LES-10.1", "LES-10.2", "LES-10.4", "LES-10.5"]
     # Assignment 10: the distributed lab
     + ["CH26-02", "CH26-03", "CH26-24", "CH26-25"]
 )
