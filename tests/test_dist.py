@@ -134,3 +134,23 @@ def test_comm_counter_counts_calls_and_full_buffer_bytes():
     assert summary == {"all_reduce": (2, 80), "reduce_scatter_tensor": (1, 32),
                        "all_gather_into_tensor": (1, 32), "broadcast": (1, 40)}
     assert after == {} and restored
+
+
+def test_a_rank_stuck_in_start_up_is_retried_once(tmp_path, monkeypatch):
+    real_init = dist.init_process_group
+    flag = tmp_path / "stuck-once"
+
+    def init_that_hangs_once_on_rank_one(*args, rank, **kwargs):
+        if rank == 1 and not flag.exists():
+            flag.write_text("hung")
+            time.sleep(600)
+        return real_init(*args, rank=rank, **kwargs)
+
+    monkeypatch.setattr(dist, "init_process_group", init_that_hangs_once_on_rank_one)  # inherited by fork
+    t0 = time.monotonic()
+    assert [o[:3] for o in launch(_sum_of_ranks, 2, args=(2,), collective_timeout=2)] == \
+        [(0, 2, [3.0, 3.0]), (1, 2, [3.0, 3.0])]
+    assert flag.exists() and time.monotonic() - t0 < 15
+    flag.unlink()
+    with pytest.raises(LaunchError, match="could not form a process group"):
+        launch(_sum_of_ranks, 2, args=(2,), collective_timeout=2, rendezvous_retries=0)

@@ -40,10 +40,18 @@ def default_backend(world_size: int) -> str:
     return "gloo"
 
 
-def _worker(rank, world_size, port, backend, pg_timeout, threads, fn, args, kwargs, conn):
+class _RendezvousError(LaunchError):
+    """The ranks never formed a process group (a rank stuck or failing in start-up)."""
+
+
+def _worker(rank, world_size, port_conn, backend, pg_timeout, threads, fn, args, kwargs, conn):
+    stage = "init-error"
     try:
         if threads:
             torch.set_num_threads(threads)
+        if not port_conn.poll(pg_timeout):
+            raise RuntimeError(f"no rendezvous port from the parent within {pg_timeout:g} s")
+        port = port_conn.recv()
         store = dist.TCPStore("127.0.0.1", port, world_size + 1, is_master=False,
                               timeout=_dt.timedelta(seconds=pg_timeout))
         kw = {}
@@ -52,6 +60,7 @@ def _worker(rank, world_size, port, backend, pg_timeout, threads, fn, args, kwar
             kw["device_id"] = torch.device("cuda", rank)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=_dt.timedelta(seconds=pg_timeout), **kw)
+        stage = "error"
         try:
             result = fn(rank, world_size, *args, **kwargs)
         finally:
@@ -61,7 +70,7 @@ def _worker(rank, world_size, port, backend, pg_timeout, threads, fn, args, kwar
         conn.send_bytes(pickle.dumps(("ok", result)))
     except BaseException:  # noqa: BLE001 - every failure must reach the parent
         try:
-            conn.send_bytes(pickle.dumps(("error", traceback.format_exc())))
+            conn.send_bytes(pickle.dumps((stage, traceback.format_exc())))
         finally:
             conn.close()
             os._exit(1)
@@ -71,12 +80,16 @@ def _worker(rank, world_size, port, backend, pg_timeout, threads, fn, args, kwar
 
 def launch(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), kwargs: dict | None = None,
            backend: str | None = None, timeout: float = 120.0, collective_timeout: float = 30.0,
-           threads_per_rank: int | None = None, start_method: str | None = None) -> list[Any]:
+           threads_per_rank: int | None = None, start_method: str | None = None,
+           rendezvous_retries: int = 1) -> list[Any]:
     """Run ``fn(rank, world_size, *args, **kwargs)`` on `world_size` ranks; return the results by rank.
 
     timeout: seconds for the whole run (start-up included); collective_timeout: the process
     group's timeout, after which a collective that waits for a missing rank raises.
     threads_per_rank: torch intra-op threads per rank (default: cores // world_size, at least 1).
+    rendezvous_retries: how often to start afresh when the ranks fail to form the process group
+    (a rank stuck in start-up: forking a busy multi-threaded parent can, rarely, deadlock a
+    child); a failure after start-up, in `fn`, is never retried.
     Results travel back by pickle (tensors included, by value), so return small values.
     """
     if not isinstance(world_size, int) or world_size < 1:
@@ -92,19 +105,36 @@ def launch(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), kwa
         start_method = "fork" if backend == "gloo" and sys.platform.startswith("linux") else "spawn"
     threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
     ctx = mp.get_context(start_method)
-    store = dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True, wait_for_workers=False,
-                          timeout=_dt.timedelta(seconds=collective_timeout))
-    procs, conns = [], []
+    for attempt in range(rendezvous_retries + 1):
+        try:
+            return _launch_once(ctx, fn, world_size, args, kwargs or {}, backend, timeout,
+                                collective_timeout, threads)
+        except _RendezvousError as e:
+            if attempt == rendezvous_retries:
+                raise LaunchError(f"the ranks could not form a process group ({attempt + 1} tries); "
+                                  f"last error: {e}") from None
+
+
+def _launch_once(ctx, fn, world_size, args, kwargs, backend, timeout, collective_timeout, threads):
+    procs, conns, port_conns, store = [], [], [], None
     try:
+        # Fork every rank first, then open the store: no store thread exists while forking.
         for rank in range(world_size):
             parent_end, child_end = ctx.Pipe(duplex=False)
+            port_child, port_parent = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, daemon=True,
-                            args=(rank, world_size, store.port, backend, collective_timeout, threads,
-                                  fn, args, kwargs or {}, child_end))
+                            args=(rank, world_size, port_child, backend, collective_timeout, threads,
+                                  fn, args, kwargs, child_end))
             p.start()
             child_end.close()
+            port_child.close()
             procs.append(p)
             conns.append(parent_end)
+            port_conns.append(port_parent)
+        store = dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True, wait_for_workers=False,
+                              timeout=_dt.timedelta(seconds=collective_timeout))
+        for c in port_conns:
+            c.send(store.port)
         return _collect(procs, conns, timeout)
     finally:
         for p in procs:
@@ -112,7 +142,7 @@ def launch(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), kwa
                 p.kill()
         for p in procs:
             p.join(5)
-        for c in conns:
+        for c in conns + port_conns:
             c.close()
         del store
 
@@ -155,13 +185,14 @@ def _collect(procs, conns, timeout, grace=1.0):
                 else:
                     own = status == "died" or not any(s in payload for s in _PEER_SYMPTOMS)
                     failures[rank] = (0 if status == "died" else 1 if own else 2, time.monotonic(),
-                                      payload if status == "error" else f"died without a result: {payload}")
+                                      f"died without a result: {payload}" if status == "died" else payload,
+                                      status)
                 del pending[rank]
             elif procs[rank].sentinel in ready:
                 procs[rank].join(1)
                 if not conn.poll():
                     failures[rank] = (0, time.monotonic(),
-                                      f"died without a result: {_exit_reason(procs[rank])}")
+                                      f"died without a result: {_exit_reason(procs[rank])}", "died")
                     del pending[rank]
     if failures:
         rank = min(failures, key=lambda r: failures[r][:2])
@@ -169,7 +200,8 @@ def _collect(procs, conns, timeout, grace=1.0):
         others = sorted(set(failures) - {rank})
         also = f"\n(ranks {others} failed after it)" if others else ""
         verb = "" if text.startswith("died") else "failed:\n"
-        raise LaunchError(f"rank {rank} {verb}{text}{also}")
+        error = _RendezvousError if failures[rank][3] == "init-error" else LaunchError
+        raise error(f"rank {rank} {verb}{text}{also}")
     return [results[r] for r in range(len(procs))]
 
 
