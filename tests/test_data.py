@@ -1,7 +1,6 @@
 """solutions_lib.data against independent oracles: the seed's utilization numbers, brute-force
 optimal bin counts, a tiny torch attention run per document, exact Jaccard, and the ValueError
 cases."""
-import itertools
 import math
 
 import numpy as np
