@@ -154,3 +154,17 @@ def test_a_rank_stuck_in_start_up_is_retried_once(tmp_path, monkeypatch):
     flag.unlink()
     with pytest.raises(LaunchError, match="could not form a process group"):
         launch(_sum_of_ranks, 2, args=(2,), collective_timeout=2, rendezvous_retries=0)
+
+
+def _grades_on_ranks(rank, world_size, fail_on):
+    from solutions_lib.grading import expect_equal
+    expect_equal(rank == fail_on, False, f"check on rank {rank}")
+    return rank
+
+
+def test_launch_graded_reports_a_rank_check_as_a_grading_error():
+    from solutions_lib.dist import launch_graded
+    from solutions_lib.grading import GradingError
+    assert launch_graded(_grades_on_ranks, 2, args=(-1,)) == [0, 1]
+    with pytest.raises(GradingError, match=r"^rank 1: check on rank 1: expected False, got True"):
+        launch_graded(_grades_on_ranks, 2, args=(1,))
