@@ -5,7 +5,7 @@
   check      self-check a notebook with the hidden tests, offline
   coverage   which syllabus ids are graded where, which are missing
   fmt        normalise the source notebooks (no outputs, stable JSON); --check only reports
-  bench      print measured-vs-predicted benchmarks (activation memory, all-reduce alpha-beta)
+  bench      print measured-vs-predicted benchmarks (activation memory, all-reduce alpha-beta, DDP step time)
 """
 from __future__ import annotations
 
@@ -104,8 +104,8 @@ def main(argv=None) -> int:
     c = sub.add_parser("fmt", help="normalise source notebooks")
     c.add_argument("--check", action="store_true", help="report, do not rewrite")
     c.set_defaults(func=cmd_fmt)
-    c = sub.add_parser("bench", help="benchmarks: predicted vs measured memory and communication")
-    c.add_argument("names", nargs="*", help="memory, comms (default: all)")
+    c = sub.add_parser("bench", help="benchmarks: predicted vs measured memory and communication; DDP step time")
+    c.add_argument("names", nargs="*", help="memory, comms, ddp (default: all)")
     c.set_defaults(func=cmd_bench)
     sub.add_parser("release", help="rebuild release/ from source/").set_defaults(func=cmd_release)
     sub.add_parser("demo", help="the main job: release, grade a sample class, print the table").set_defaults(func=cmd_demo)

@@ -1,0 +1,278 @@
+"""ZeRO stage 1 by hand: AdamW whose moments live in shards, one contiguous slice per rank.
+
+All trainable parameters are seen as one flat fp32 vector of P entries, padded with zeros to
+``P_pad = N * ceil(P / N)`` so that N ranks own equal contiguous shards of ``S = P_pad / N``
+entries (rank r owns ``[r S, (r + 1) S)``). One optimizer step on every rank:
+
+1. flatten the local gradients (one micro-batch per rank) into a ``P_pad`` buffer;
+2. ``reduce_scatter_tensor`` (SUM) and divide by N: my shard of the average gradient;
+3. AdamW on my shard only (``exp_avg`` and ``exp_avg_sq`` exist for my S entries only);
+4. ``all_gather_into_tensor`` of the updated shards: every rank has all P parameters again.
+
+Memory (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+Models", SC 2020, stage P_os): the optimizer state per rank falls from ``2 P`` fp32 values
+(8 P bytes) to ``2 S = 2 P_pad / N``; with no padding exactly 1/N. Communication: a
+reduce-scatter of the gradient plus an all-gather of the parameters move the same bytes as the
+one all-reduce that plain data parallelism needs (a ring all-reduce *is* a reduce-scatter
+followed by an all-gather), so stage 1 saves memory at no extra traffic.
+
+The element-wise update is torch.optim.AdamW's single-tensor path (``foreach=False``), op for
+op, so the result is bitwise equal to it when the gradients are (see `adamw_shard_update_`).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Iterable
+
+import warnings
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["ZeroOneAdamW", "flat_shard_layout", "adamw_shard_update_", "adamw_state_bytes",
+           "zero1_comm_bytes_per_step", "mlp", "regression_micro_batches", "reference_adamw_training"]
+
+
+def _quiet(collective, *args, **kwargs):
+    """Run a collective without torch 2.13's FutureWarning that renames it to *_single."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return collective(*args, **kwargs)
+
+
+def _count(name: str, x, low: int) -> int:
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {x!r}")
+    return int(x)
+
+
+def flat_shard_layout(numel, world_size, rank=None):
+    """(padded, shard, start, stop) of a flat vector of `numel` entries cut into `world_size` shards.
+
+    padded = N ceil(P / N) entries (the last ``padded - P`` are zeros that nobody trains),
+    shard = padded / N; rank r owns [start, stop) = [r shard, (r + 1) shard). Without `rank`,
+    start/stop are those of rank 0. Units: entries (multiply by the element size for bytes).
+    """
+    p = _count("numel", numel, 1)
+    n = _count("world_size", world_size, 1)
+    r = 0 if rank is None else _count("rank", rank, 0)
+    if r >= n:
+        raise ValueError(f"rank {r} does not exist in a world of {n} ranks (0..{n - 1})")
+    shard = -(-p // n)
+    return shard * n, shard, r * shard, (r + 1) * shard
+
+
+def _check_hparams(lr, betas, eps, weight_decay):
+    for name, x in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
+    try:
+        b1, b2 = betas
+    except (TypeError, ValueError):
+        raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}") from None
+    for name, b in (("beta1", b1), ("beta2", b2)):
+        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 0.0 <= b < 1.0:
+            raise ValueError(f"{name} must lie in [0, 1), got {b!r}")
+    return float(lr), (float(b1), float(b2)), float(eps), float(weight_decay)
+
+
+@torch.no_grad()
+def adamw_shard_update_(param, grad, exp_avg, exp_avg_sq, step, lr, betas=(0.9, 0.999), eps=1e-8,
+                        weight_decay=1e-2) -> None:
+    """One AdamW update of a (flat) tensor in place, op for op as torch.optim.AdamW(foreach=False).
+
+    With t = `step` (1 for the first update)::
+
+        theta <- theta (1 - lr wd)                       # decoupled decay
+        m     <- lerp(m, g, 1 - beta1)                   # = beta1 m + (1 - beta1) g
+        v     <- beta2 v + (1 - beta2) g^2
+        theta <- theta - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+    Every operation acts element by element, so updating a slice of a flat vector gives the
+    same bits as updating the original parameter tensors (the math of
+    `solutions_lib.optim.adamw_step`, in torch's order of operations).
+    """
+    t = _count("step", step, 1)
+    lr, (b1, b2), eps, weight_decay = _check_hparams(lr, betas, eps, weight_decay)
+    if not (param.shape == grad.shape == exp_avg.shape == exp_avg_sq.shape):
+        raise ValueError(f"param, grad, exp_avg, exp_avg_sq must share one shape, got "
+                         f"{[tuple(x.shape) for x in (param, grad, exp_avg, exp_avg_sq)]}")
+    param.mul_(1 - lr * weight_decay)
+    exp_avg.lerp_(grad, 1 - b1)
+    exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    bias1 = 1 - b1 ** float(t)
+    bias2_sqrt = (1 - b2 ** float(t)) ** 0.5
+    denom = (exp_avg_sq.sqrt() / bias2_sqrt).add_(eps)
+    param.addcdiv_(exp_avg, denom, value=-(lr / bias1))
+
+
+def adamw_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the moment tensors (exp_avg, exp_avg_sq) a torch optimizer holds.
+
+    The scalar ``step`` tensors (4 bytes per parameter tensor) are left out: they do not scale
+    with the parameter count. DTensor states (FSDP2) count their local shard.
+    """
+    total = 0
+    for st in optimizer.state.values():
+        for key in ("exp_avg", "exp_avg_sq"):
+            t = st.get(key)
+            if t is not None:
+                t = t.to_local() if hasattr(t, "to_local") else t
+                total += t.numel() * t.element_size()
+    return total
+
+
+def zero1_comm_bytes_per_step(n_params, world_size, bytes_per_element=4, measure="payload") -> dict:
+    """Collective bytes of one ZeRO-1 step over a flat buffer of P_pad = N ceil(P/N) entries.
+
+    measure="payload" (what `CommCounter` counts, the full buffer of each op):
+        reduce_scatter_tensor: P_pad e (its input), all_gather_into_tensor: P_pad e (its output).
+    measure="wire" (bytes one rank sends with ring algorithms): (N-1)/N P_pad e for each, in
+        total 2 (N-1)/N P_pad e, exactly a ring all-reduce of the gradient (plain DDP).
+    N = 1 sends nothing on the wire.
+    """
+    padded, *_ = flat_shard_layout(n_params, world_size)
+    e = _count("bytes_per_element", bytes_per_element, 1)
+    if measure not in ("payload", "wire"):
+        raise ValueError(f"measure must be 'payload' or 'wire', got {measure!r}")
+    payload = padded * e
+    each = payload if measure == "payload" else payload * (world_size - 1) / world_size
+    return {"reduce_scatter_tensor": each, "all_gather_into_tensor": each}
+
+
+class ZeroOneAdamW:
+    """AdamW with ZeRO stage-1 sharding over the default process group (one flat fp32 buffer).
+
+    Use like a torch optimizer, on every rank, after a backward pass on that rank's micro-batch:
+
+        opt = ZeroOneAdamW(model.parameters(), lr=1e-3)
+        loss_on_my_micro_batch.backward(); opt.step(); opt.zero_grad()
+
+    `step` averages the gradients over the ranks (reduce-scatter SUM, then / N), updates the
+    shard this rank owns, and all-gathers the result into every parameter. Each rank holds
+    exp_avg and exp_avg_sq for S = ceil(P / N) entries: `state_bytes()` = 8 S bytes, i.e.
+    1/N of the unsharded 8 P when N divides P; otherwise the zero padding (P_pad - P < N
+    entries in all) adds at most 8 bytes per rank.
+
+    Equivalence: with 2 ranks the parameters are bitwise those of a single process running
+    torch.optim.AdamW(foreach=False) on the accumulated gradient (loss / N per micro-batch):
+    a + b is commutative, and / 2 is exact. With more ranks the sum over ranks may be taken in
+    another order than the sequential accumulation (gloo adds pairwise), which changes the
+    last bits of the gradient (relative ~1e-7).
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor], lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                 weight_decay=1e-2, *, world_size: int | None = None):
+        self.lr, self.betas, self.eps, self.weight_decay = _check_hparams(lr, betas, eps, weight_decay)
+        params = [p for p in params if p.requires_grad]
+        if not params:
+            raise ValueError("ZeroOneAdamW got no trainable parameters (requires_grad=True); nothing to shard")
+        if any(p.dtype != torch.float32 for p in params):
+            raise ValueError(f"ZeroOneAdamW keeps one flat fp32 buffer; got dtypes {sorted({str(p.dtype) for p in params})}")
+        if len({p.device for p in params}) != 1:
+            raise ValueError("all parameters must live on one device")
+        if len({id(p) for p in params}) != len(params):
+            raise ValueError("a parameter appears twice in the list")
+        if not dist.is_available() or not dist.is_initialized():
+            raise ValueError("ZeroOneAdamW needs an initialised process group (run it under launch)")
+        n = dist.get_world_size()
+        if world_size is not None and world_size != n:
+            raise ValueError(f"world_size={world_size} but the process group has {n} ranks")
+        self.params = params
+        self.world_size, self.rank = n, dist.get_rank()
+        self.numel = sum(p.numel() for p in params)
+        self.padded, self.shard, self.start, self.stop = flat_shard_layout(self.numel, n, self.rank)
+        dev = params[0].device
+        self.exp_avg = torch.zeros(self.shard, device=dev)
+        self.exp_avg_sq = torch.zeros(self.shard, device=dev)
+        self.step_count = 0
+
+    # -- flat views
+    def _flat(self, tensors) -> torch.Tensor:
+        out = torch.zeros(self.padded, device=self.exp_avg.device)
+        o = 0
+        for p, t in zip(self.params, tensors):
+            if t is not None:
+                out[o:o + p.numel()].copy_(t.reshape(-1))
+            o += p.numel()
+        return out
+
+    def state_bytes(self) -> int:
+        """Bytes of the optimizer state this rank holds (its two moment shards), measured."""
+        return sum(t.numel() * t.element_size() for t in (self.exp_avg, self.exp_avg_sq))
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Reduce-scatter the gradients, update my shard with AdamW, all-gather the parameters."""
+        if all(p.grad is None for p in self.params):
+            raise ValueError("no parameter has a gradient: call backward() before step()")
+        grad_flat = self._flat([p.grad for p in self.params])   # missing grads count as zero
+        grad_shard = torch.empty(self.shard, device=grad_flat.device)
+        _quiet(dist.reduce_scatter_tensor, grad_shard, grad_flat, op=dist.ReduceOp.SUM)
+        grad_shard.div_(self.world_size)
+        param_shard = self._flat(self.params)[self.start:self.stop].clone()
+        self.step_count += 1
+        adamw_shard_update_(param_shard, grad_shard, self.exp_avg, self.exp_avg_sq, self.step_count,
+                            self.lr, self.betas, self.eps, self.weight_decay)
+        full = torch.empty(self.padded, device=param_shard.device)
+        _quiet(dist.all_gather_into_tensor, full, param_shard)
+        o = 0
+        for p in self.params:
+            p.copy_(full[o:o + p.numel()].view_as(p))
+            o += p.numel()
+
+
+# ---------------------------------------------------------------- the single-process oracle
+
+
+def mlp(dims, seed=0) -> torch.nn.Sequential:
+    """Linear(d0, d1), Tanh, Linear(d1, d2), ... with torch's default init after manual_seed(seed)."""
+    dims = [_count("dims[i]", d, 1) for d in dims]
+    if len(dims) < 2:
+        raise ValueError(f"dims needs at least an input and an output size, got {dims}")
+    torch.manual_seed(seed)
+    layers = []
+    for i, (a, b) in enumerate(zip(dims, dims[1:])):
+        layers += [torch.nn.Linear(a, b)] + ([torch.nn.Tanh()] if i < len(dims) - 2 else [])
+    return torch.nn.Sequential(*layers)
+
+
+def regression_micro_batches(steps, world_size, d_in, d_out, batch=5, seed=1):
+    """batches[step][rank] = (x (batch, d_in), y (batch, d_out)): standard normal, seeded."""
+    steps, world_size = _count("steps", steps, 1), _count("world_size", world_size, 1)
+    g = torch.Generator().manual_seed(seed)
+    return [[(torch.randn(batch, d_in, generator=g), torch.randn(batch, d_out, generator=g))
+             for _ in range(world_size)] for _ in range(steps)]
+
+
+def reference_adamw_training(model: torch.nn.Module, batches, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                             weight_decay=1e-2) -> dict:
+    """One process: per step, accumulate mse(model(x_r), y_r) / N over the N micro-batches, then
+    torch.optim.AdamW(foreach=False). The oracle for data-parallel, ZeRO and FSDP runs.
+
+    Returns {"params": [tensors], "flat": the flat parameter vector, "losses": losses[step][rank]
+    (unscaled, as each rank sees them), "state_bytes": bytes of exp_avg + exp_avg_sq}.
+    """
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                            foreach=False)
+    losses = []
+    for step in batches:
+        opt.zero_grad()
+        row = []
+        for x, y in step:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            (loss / len(step)).backward()
+            row.append(loss.detach())
+        losses.append(row)
+        opt.step()
+    params = [p.detach().clone() for p in model.parameters()]
+    return {"params": params, "flat": torch.cat([p.reshape(-1) for p in params]), "losses": losses,
+            "state_bytes": adamw_state_bytes(opt)}
