@@ -62,7 +62,7 @@ def test_flat_shard_layout_pads_to_a_multiple_of_the_world():
     assert flat_shard_layout(92, 4) == (92, 23, 0, 23)
     assert flat_shard_layout(103, 4, 3) == (104, 26, 78, 104)
     assert flat_shard_layout(1, 2, 1) == (2, 1, 1, 2)
-    for bad in [(0, 2), (5, 0), (5, 2, 2), (5, 2, -1), (5.0, 2), (True, 2)]:
+    for bad in [(0, 2), (5, 0), (5, 2, 2), (5, 2, -1), (5.5, 2), (True, 2)]:
         with pytest.raises(ValueError):
             flat_shard_layout(*bad)
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Iterable
-
 import warnings
+from typing import Iterable
 
 import torch
 import torch.distributed as dist
+
+from .._checks import count as _count
 
 __all__ = ["ZeroOneAdamW", "flat_shard_layout", "adamw_shard_update_", "adamw_state_bytes",
            "zero1_comm_bytes_per_step", "mlp", "regression_micro_batches", "reference_adamw_training"]
@@ -39,12 +40,6 @@ def _quiet(collective, *args, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return collective(*args, **kwargs)
-
-
-def _count(name: str, x, low: int) -> int:
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {x!r}")
-    return int(x)
 
 
 def flat_shard_layout(numel, world_size, rank=None):
