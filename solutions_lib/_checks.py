@@ -43,7 +43,8 @@ def _number(name, value, integer):
 def count(name: str, value, minimum: int = 1) -> int:
     """`value` as an int >= minimum; a float with a whole value (4.0) is accepted, 4.5 or True is not."""
     if isinstance(value, bool) or not isinstance(value, Integral):
-        if isinstance(value, Real) and math.isfinite(float(value)) and float(value).is_integer():
+        if not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(float(value)) \
+                and float(value).is_integer():
             value = int(value)
         else:
             raise ValueError(f"{name} must be a whole number, got {value!r}")
