@@ -6,8 +6,8 @@
 * correctness: `verify_parameter_sync` (`sync`), `detect_missing_set_epoch` (`sampling`),
   async and local SGD simulators (`async_sgd`), fault injection (`faults`);
 * the complete training script: `python -m solutions_lib.dist.train` (module `train`:
-  `train(config)`, `TrainConfig`; the function is not re-exported here, so the module name
-  `solutions_lib.dist.train` keeps meaning the module).
+  `train(config)`, `TrainConfig`). It is not imported here: `python -m` must be the first to
+  run it, and the name `solutions_lib.dist.train` must keep meaning the module.
 """
 from .async_sgd import simulate_async_sgd, simulate_local_sgd, simulate_sync_sgd
 from .counting import CommCounter
@@ -18,11 +18,10 @@ from .graded import launch_graded
 from .launch import LaunchError, default_backend, launch
 from .sampling import detect_missing_set_epoch, sampler_orders
 from .sync import best_check_interval, verify_parameter_sync, weak_fingerprint
-from .train import TrainConfig
 from .zero import ZeroOneAdamW
 
 __all__ = ["BucketedDDP", "CommCounter", "FlatShardFSDP", "GPT", "LaunchError", "NaiveDDP", "ZeroOneAdamW",
            "best_check_interval", "bucket_plan", "default_backend", "detect_missing_set_epoch",
            "grad_accumulation_reference", "launch", "launch_graded", "sampler_orders",
-           "simulate_async_sgd", "simulate_local_sgd", "simulate_sync_sgd", "TrainConfig", "verify_parameter_sync",
+           "simulate_async_sgd", "simulate_local_sgd", "simulate_sync_sgd", "verify_parameter_sync",
            "weak_fingerprint"]
