@@ -5,6 +5,7 @@
   check      self-check a notebook with the hidden tests, offline
   coverage   which syllabus ids are graded where, which are missing
   fmt        normalise the source notebooks (no outputs, stable JSON); --check only reports
+  scan       flag suspicious code in submitted notebooks for manual review
   bench      print measured-vs-predicted benchmarks (activation memory, all-reduce alpha-beta, DDP step time)
 """
 from __future__ import annotations
@@ -84,6 +85,12 @@ def cmd_demo(args) -> int:
     return main()
 
 
+def cmd_scan(args) -> int:
+    from .course.scanner import main
+
+    return main(args.paths, as_json=args.json)
+
+
 def cmd_bench(args) -> int:
     from .bench import main
 
@@ -104,6 +111,10 @@ def main(argv=None) -> int:
     c = sub.add_parser("fmt", help="normalise source notebooks")
     c.add_argument("--check", action="store_true", help="report, do not rewrite")
     c.set_defaults(func=cmd_fmt)
+    c = sub.add_parser("scan", help="flag suspicious code in submitted notebooks for manual review")
+    c.add_argument("paths", nargs="+", help="notebooks or folders (e.g. submitted/)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_scan)
     c = sub.add_parser("bench", help="benchmarks: predicted vs measured memory and communication; DDP step time")
     c.add_argument("names", nargs="*", help="memory, comms, ddp (default: all)")
     c.set_defaults(func=cmd_bench)

@@ -1,7 +1,6 @@
 """Shared fixtures: a tiny fixture course (fast, no torch) and helpers for real assignments."""
 from __future__ import annotations
 
-import os
 import sys
 import warnings
 from pathlib import Path

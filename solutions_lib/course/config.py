@@ -17,13 +17,29 @@ CELL_TIMEOUT_S = 60
 #: Files never copied from source/ into release/ (nor from submissions).
 IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.orig", "*.rej"]
 
+#: The repository holding this package: the instructor's course root (`nbgrader_config.py`).
+_REPO_ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def gradebook_url(root) -> str:
+    """The gradebook of course `root`: SQLite in the course root, or $TAS_DB_URL.
+
+    $TAS_DB_URL (any SQLAlchemy URL, e.g. postgresql+psycopg2://user:pass@host/dbname) moves
+    the gradebook of the instructor's course (the repository holding this package) off
+    SQLite. Temporary courses (tests, the self-check) keep their own throw-away SQLite file.
+    """
+    root = os.path.abspath(root)
+    if os.environ.get("TAS_DB_URL") and os.path.realpath(root) == _REPO_ROOT:
+        return os.environ["TAS_DB_URL"]
+    return "sqlite:///" + os.path.join(root, "gradebook.db")
+
 
 def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> None:
     """Fill a traitlets Config `c` with the course's nbgrader settings for course `root`."""
     root = os.path.abspath(root)
     c.CourseDirectory.root = root
     c.CourseDirectory.course_id = COURSE_ID
-    c.CourseDirectory.db_url = "sqlite:///" + os.path.join(root, "gradebook.db")
+    c.CourseDirectory.db_url = gradebook_url(root)
     c.CourseDirectory.ignore = list(IGNORE)
     # `Execute.timeout` is the knob nbgrader reads (it overrides ExecutePreprocessor.timeout).
     c.Execute.timeout = cell_timeout
@@ -36,3 +52,9 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
     c.ClearSolutions.enforce_metadata = True
+    # Feedback HTML without the hidden tests and without traceback frames (see feedback.py).
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.preprocessors import GetGrades
+
+    from .feedback import HideHiddenTests
+    c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -25,6 +25,7 @@ import nbformat
 from . import notebooks as nbs
 from .grader import ensure_tools_on_path, read_results, solved_version
 from .paths import assignments, course_root
+from .report import write_report
 
 STUDENTS = {
     "s01_solved": "every answer written",
@@ -99,8 +100,8 @@ def cell_text(res) -> str:
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def table(root: Path, names: list[str]) -> str:
-    rows = [["student"] + names]
+def table(root: Path, names: list[str], flags: dict[str, set[str]] | None = None) -> str:
+    rows = [["student"] + names + (["review"] if flags is not None else [])]
     details = []
     for student in STUDENTS:
         row = [student]
@@ -109,6 +110,8 @@ def table(root: Path, names: list[str]) -> str:
             row.append(cell_text(res))
             for n in res.failed:
                 details.append(f"  {student} {a}/{n.name}: {n.detail}")
+        if flags is not None:
+            row.append("FLAGGED: " + ",".join(sorted(flags[student])) if flags.get(student) else "-")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
@@ -117,6 +120,9 @@ def table(root: Path, names: list[str]) -> str:
     out += ("\n\nauto-graded points / auto-graded maximum. 'to grade by hand': written answers waiting for "
             "an instructor (formgrader). 'FAILED TO RUN' / 'failed:': the notebook never finished, which "
             "`nbgrader export` shows as a plain 0.")
+    if flags:
+        out += (" 'FLAGGED': the scanner found code to review by hand in that student's submission "
+                "(flags.csv); the grade is unchanged.")
     if details:
         out += "\n\nNot graded:\n" + "\n".join(details)
     return out
@@ -137,7 +143,9 @@ def main(root: Path | None = None) -> int:
         print(f"{a}: {len(STUDENTS)} submissions autograded, feedback written ({time.time() - t:.1f} s{extra})",
               flush=True)
     nbgrader("export", root=root)
-    print(f"grades exported to {root / 'grades.csv'}\n")
-    print(table(root, names))
+    print(f"grades exported to {root / 'grades.csv'}")
+    rep = write_report(root, students=list(STUDENTS), assignments=names)
+    print(f"per question: {root / 'grades_by_question.csv'}; review flags: {root / 'flags.csv'}\n")
+    print(table(root, names, rep.flagged()))
     print(f"\ndone in {time.time() - t0:.1f} s")
     return 0

@@ -18,7 +18,7 @@ import nbformat
 from traitlets.config import Config
 
 from . import notebooks as nbs
-from .config import apply_course_config
+from .config import apply_course_config, gradebook_url
 from .paths import course_root
 
 
@@ -179,7 +179,7 @@ def read_results(root: Path, assignment: str, student: str) -> AssignmentResult:
     from nbgrader.api import Gradebook, MissingEntry
 
     root = Path(root)
-    gb_url = "sqlite:///" + str(root / "gradebook.db")
+    gb_url = gradebook_url(root)
     notebooks = []
     with Gradebook(gb_url) as gb:
         assignment_row = gb.find_assignment(assignment)

@@ -159,7 +159,7 @@ def format_report(r: Report) -> str:
             lines.append(f"      {_hint(m)}")
     lines.append("")
     if r.status != "graded":
-        lines.append(f"  NOT GRADED: the notebook did not run to the end.")
+        lines.append("  NOT GRADED: the notebook did not run to the end.")
     lines.append(f"  auto-graded: {r.auto_score:g} / {r.auto_max:g} points"
                  + (f"; written answers worth {r.manual_max:g} more are graded by a person" if r.manual_max else ""))
     for w in r.warnings:
