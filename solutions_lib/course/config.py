@@ -58,3 +58,19 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
 
     from .feedback import HideHiddenTests
     c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+    # Student kernels in a bubblewrap sandbox (sandbox.py): opt-in while it is new.
+    # TAS_SANDBOX=on uses it when this machine can run it; =required refuses to grade without.
+    mode = os.environ.get("TAS_SANDBOX", "off")
+    if mode not in ("off", "on", "required"):
+        raise ValueError(f"TAS_SANDBOX must be off, on or required, got {mode!r}")
+    if mode != "off":
+        from .sandbox import enable_sandbox, sandbox_available
+
+        ok, why = sandbox_available()
+        if ok:
+            enable_sandbox(c, root)
+        elif mode == "required":
+            raise RuntimeError(f"TAS_SANDBOX=required, but the sandbox cannot run here: {why}")
+        else:
+            import warnings
+            warnings.warn(f"TAS_SANDBOX=on, but the sandbox cannot run here ({why}); grading unsandboxed")

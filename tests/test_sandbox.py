@@ -1,0 +1,134 @@
+"""Sandboxed grading (prototype, solutions_lib/course/sandbox.py): a class of hostile submissions
+graded by one stock `nbgrader autograde` batch with the sandbox enabled in nbgrader_config.py.
+Every attack fails inside the kernel, its cell errors, the other cells score as they deserve,
+and a solved submission gets full marks. Skipped where bubblewrap cannot run."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from solutions_lib.course import notebooks as nbs
+from solutions_lib.course.grader import Course, read_results, solved_version
+from solutions_lib.course.sandbox import sandbox_available
+
+from conftest import FIXTURE
+
+_ok, _why = sandbox_available()
+pytestmark = [pytest.mark.nbgrader, pytest.mark.skipif(not _ok, reason=_why or "sandbox unavailable")]
+
+CPU_S = 120
+MEM = 3 * 2**30
+
+
+def _answer(nb, gid):
+    return next(c for c in nb.cells if nbs.nbgrader_md(c).get("grade_id") == gid)
+
+
+def _attacks(root: Path, port: int) -> dict[str, tuple[str, str]]:
+    """student -> (code prepended to the `square` answer cell, expected error name)."""
+    r = str(root)
+    return {
+        "read_source": (f"print(open({r!r} + '/source/{FIXTURE}/exercises.ipynb').read()[:100])", "FileNotFoundError"),
+        "read_gradebook": (f"import sqlite3\nsqlite3.connect('file:' + {r!r} + '/gradebook.db?mode=ro', uri=True)"
+                           ".execute('select * from grade').fetchall()", "OperationalError"),
+        # the autograded copy in the kernel's own folder already holds the hidden tests
+        "read_own_copy": ("print(open('exercises.ipynb').read()[:100])", "PermissionError"),
+        "other_students": (f"import os\nprint(os.listdir({r!r} + '/submitted'), os.listdir({r!r} + '/source'))",
+                           "FileNotFoundError"),
+        "write_root": ("open('../../../pwned.txt', 'w').write('x')", "OSError"),
+        "internet": ("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=3)", "OSError"),
+        "localhost": (f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)",
+                      "ConnectionRefusedError"),
+        "memory": (f"b = bytearray({MEM + 2**30})", "MemoryError"),
+        # nbgrader interrupts the cell at the timeout (by a control-channel message here)
+        "spin": ("while True:\n    pass", "KeyboardInterrupt"),
+    }
+
+
+PROBE = ("import os, resource\n"
+         f"assert resource.getrlimit(resource.RLIMIT_CPU)[0] == {CPU_S}, resource.getrlimit(resource.RLIMIT_CPU)\n"
+         f"assert resource.getrlimit(resource.RLIMIT_AS)[0] == {MEM}\n"
+         "assert 'TAS_DB_URL' not in os.environ, 'grader environment leaked'\n"
+         "assert os.getcwd().endswith('/autograded/probe/00_fixture'), os.getcwd()\n"
+         "open('scratch.txt', 'w').write('the own folder is writable')\n")
+
+
+def test_hostile_class_is_contained_and_graded(fixture_course, monkeypatch):
+    root = fixture_course
+    with open(root / "nbgrader_config.py", "a") as f:
+        f.write("from solutions_lib.course.sandbox import enable_sandbox\n"
+                f"enable_sandbox(c, c.CourseDirectory.root, cpu_seconds={CPU_S}, memory_bytes={MEM})\n")
+    course = Course(root, cell_timeout=5)
+    course.generate(FIXTURE)
+    rel = {n: course.release_notebook(FIXTURE, n) for n in ("exercises.ipynb", "theory.ipynb")}
+    solved = {n: solved_version(rel[n], nbs.read(root / "source" / FIXTURE / n)) for n in rel}
+
+    def prepend(code):
+        sub = {n: nbformat.from_dict(json.loads(json.dumps(nb))) for n, nb in solved.items()}
+        cell = _answer(sub["exercises.ipynb"], "square")
+        cell.source = code + "\n" + cell.source
+        return sub
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    attacks = _attacks(root, listener.getsockname()[1])
+    course.submit("good", FIXTURE, solved)
+    course.submit("probe", FIXTURE, prepend(PROBE))
+    for student, (code, _) in attacks.items():
+        course.submit(student, FIXTURE, prepend(code))
+
+    env = dict(os.environ, TAS_DB_URL="postgresql://grader:s3cret@db/gradebook")
+    try:
+        proc = subprocess.run([str(Path(sys.executable).with_name("nbgrader")), "autograde", FIXTURE, "--force"],
+                              cwd=root, capture_output=True, text=True, timeout=300, env=env)
+    finally:
+        listener.close()
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+
+    def auto(student):
+        return {n.name: (n.status, n.score("tests")) for n in read_results(root, FIXTURE, student).notebooks}
+
+    full = {"exercises.ipynb": ("graded", 5.0), "theory.ipynb": ("graded", 1.0)}
+    assert auto("good") == full, log[-3000:]
+    assert auto("probe") == full, read_results(root, FIXTURE, "probe").notebooks[0].cells
+    assert (root / "autograded" / "probe" / FIXTURE / "scratch.txt").exists()
+    failed_attack = {"exercises.ipynb": ("graded", 3.0), "theory.ipynb": ("graded", 1.0)}
+    for student, (_, ename) in attacks.items():
+        assert auto(student) == failed_attack, (student, auto(student))
+        graded = nbformat.read(root / "autograded" / student / FIXTURE / "exercises.ipynb", as_version=4)
+        errors = [o for o in _answer(graded, "square").outputs if o.get("output_type") == "error"]
+        assert errors, f"{student}: the attack did not fail"
+        if ename == "OSError":  # read-only file system, network unreachable
+            assert errors[0].ename == "OSError" and any(w in errors[0].evalue for w in ("Read-only", "unreachable")), \
+                (student, errors[0].ename, errors[0].evalue)
+        else:
+            assert ename in {e.ename for e in errors}, (student, [(e.ename, e.evalue) for e in errors])
+    assert not (root / "pwned.txt").exists() and not (root / "autograded" / "pwned.txt").exists()
+
+
+def test_tas_sandbox_switches_the_course_config(monkeypatch, tmp_path):
+    from traitlets.config import Config
+
+    from solutions_lib.course.config import apply_course_config
+    from solutions_lib.course.sandbox import get_sandbox_execute
+
+    def preprocessors(mode):
+        monkeypatch.setenv("TAS_SANDBOX", mode)
+        c = Config()
+        apply_course_config(c, str(tmp_path))
+        return list(c.Autograde.autograde_preprocessors) if "autograde_preprocessors" in c.Autograde else []
+
+    assert get_sandbox_execute() in preprocessors("required")
+    assert get_sandbox_execute() in preprocessors("on")
+    assert preprocessors("off") == []
+    with pytest.raises(ValueError, match="TAS_SANDBOX must be"):
+        preprocessors("yes")
