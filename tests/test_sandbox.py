@@ -16,6 +16,7 @@ import pytest
 
 from solutions_lib.course import notebooks as nbs
 from solutions_lib.course.grader import Course, read_results, solved_version
+from solutions_lib.course.cgroups import cgroup_support
 from solutions_lib.course.sandbox import sandbox_available
 
 from conftest import FIXTURE
@@ -25,6 +26,9 @@ pytestmark = [pytest.mark.nbgrader, pytest.mark.skipif(not _ok, reason=_why or "
 
 CPU_S = 120
 MEM = 3 * 2**30
+GROUP_MEM = 2**30
+TASKS = 64
+_cg_ok, _cg_why = cgroup_support()
 
 
 def _answer(nb, gid):
@@ -52,6 +56,22 @@ def _attacks(root: Path, port: int) -> dict[str, tuple[str, str]]:
     }
 
 
+def _cgroup_attacks() -> dict[str, tuple[str, str]]:
+    """Attacks that the per-process limits alone would let through: forking."""
+    return {
+        # each child gets its own RLIMIT_NPROC-free, RLIMIT_AS-sized budget; pids.max stops them
+        "fork_bomb": ("import os, time\nfor _ in range(4 * %d):\n    if os.fork() == 0:\n"
+                      "        time.sleep(30)\n        os._exit(0)" % TASKS, "BlockingIOError"),
+        # 3 x 500 MB resident at once, each well under RLIMIT_AS, over the group's 1 GiB: the
+        # OOM killer stops a child (status 9)
+        "fork_memory": ("import os, time, numpy as np\npids = []\nfor _ in range(3):\n"
+                        "    pid = os.fork()\n    if pid == 0:\n        a = np.ones(500 * 2**20 // 8)\n"
+                        "        time.sleep(1)\n        os._exit(0)\n    pids.append(pid)\n"
+                        "status = [os.waitpid(p, 0)[1] for p in pids]\n"
+                        "assert all(s == 0 for s in status), f'children killed: {status}'", "AssertionError"),
+    }
+
+
 PROBE = ("import os, resource\n"
          f"assert resource.getrlimit(resource.RLIMIT_CPU)[0] == {CPU_S}, resource.getrlimit(resource.RLIMIT_CPU)\n"
          f"assert resource.getrlimit(resource.RLIMIT_AS)[0] == {MEM}\n"
@@ -64,8 +84,9 @@ def test_hostile_class_is_contained_and_graded(fixture_course, monkeypatch):
     root = fixture_course
     with open(root / "nbgrader_config.py", "a") as f:
         f.write("from solutions_lib.course.sandbox import enable_sandbox\n"
-                f"enable_sandbox(c, c.CourseDirectory.root, cpu_seconds={CPU_S}, memory_bytes={MEM})\n")
-    course = Course(root, cell_timeout=5)
+                f"enable_sandbox(c, c.CourseDirectory.root, cpu_seconds={CPU_S}, memory_bytes={MEM}, "
+                f"group_memory_bytes={GROUP_MEM}, max_tasks={TASKS})\n")
+    course = Course(root, cell_timeout=8)
     course.generate(FIXTURE)
     rel = {n: course.release_notebook(FIXTURE, n) for n in ("exercises.ipynb", "theory.ipynb")}
     solved = {n: solved_version(rel[n], nbs.read(root / "source" / FIXTURE / n)) for n in rel}
@@ -80,6 +101,8 @@ def test_hostile_class_is_contained_and_graded(fixture_course, monkeypatch):
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     attacks = _attacks(root, listener.getsockname()[1])
+    if _cg_ok:  # elsewhere only the per-process limits apply (README: limitations)
+        attacks.update(_cgroup_attacks())
     course.submit("good", FIXTURE, solved)
     course.submit("probe", FIXTURE, prepend(PROBE))
     for student, (code, _) in attacks.items():

@@ -45,6 +45,10 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
     c.Execute.timeout = cell_timeout
     c.Execute.interrupt_on_timeout = True
     c.Execute.execute_retries = 0
+    # Kill the kernel (its whole process group) once the last cell has run instead of asking it
+    # to exit: a kernel that has run torch code often ignores the shutdown request, and
+    # jupyter_client then waits 2.5 s before SIGTERM, per notebook. Outputs are all in by then.
+    c.Execute.shutdown_kernel = "immediate"
     # No shared history file between kernels; no transport notice in every grading log.
     c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
     # A student who deletes a test cell gets it back (with its hidden tests) at grading time.
@@ -58,9 +62,10 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
 
     from .feedback import HideHiddenTests
     c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
-    # Student kernels in a bubblewrap sandbox (sandbox.py): opt-in while it is new.
-    # TAS_SANDBOX=on uses it when this machine can run it; =required refuses to grade without.
-    mode = os.environ.get("TAS_SANDBOX", "off")
+    # Student kernels in a bubblewrap sandbox (sandbox.py). TAS_SANDBOX=on (the default) uses
+    # it when this machine can run it and warns when not; =required refuses to grade without
+    # it; =off grades in plain kernels (students' own machines need no sandbox).
+    mode = os.environ.get("TAS_SANDBOX", "on")
     if mode not in ("off", "on", "required"):
         raise ValueError(f"TAS_SANDBOX must be off, on or required, got {mode!r}")
     if mode != "off":

@@ -1,4 +1,4 @@
-"""Sandboxed grading kernels (prototype, NOT enabled by default).
+"""Sandboxed grading kernels (on by default for autograde: `TAS_SANDBOX`, see config.py).
 
 `SandboxKernelManager` is a jupyter_client `AsyncKernelManager` whose kernel command is wrapped
 in bubblewrap (`bwrap`) and `prlimit`, so that the student's kernel started by stock
@@ -12,7 +12,9 @@ in bubblewrap (`bwrap`) and `prlimit`, so that the student's kernel started by s
   gradebook, `submitted/`, other students' folders, the instructor's home are not mounted;
 - has no network (`--unshare-net`: only a loopback device of its own, nothing listens there),
   its own PID/IPC/UTS namespaces, no capabilities, an empty environment (no `TAS_DB_URL`);
-- has CPU-time (`RLIMIT_CPU`) and address-space (`RLIMIT_AS`) limits;
+- has CPU-time (`RLIMIT_CPU`) and address-space (`RLIMIT_AS`) limits per process, and, where
+  the machine allows it, a cgroup of its own (cgroups.py) with one memory limit and one
+  process+thread limit for everything it starts (`fork` cannot multiply the budget);
 - talks to the grader over ZMQ **ipc** sockets (Unix socket files) in a private per-kernel
   folder bound into the sandbox: TCP on 127.0.0.1 cannot cross a network namespace.
 
@@ -34,6 +36,8 @@ import tempfile
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, List, Unicode, default
 
+from .cgroups import KernelCgroup, cgroup_support
+
 #: /etc entries a Python/torch kernel needs (everything else in /etc stays hidden).
 ETC_WHITELIST = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "nsswitch.conf",
                  "passwd", "group", "hosts", "ssl", "ca-certificates", "alternatives", "fonts",
@@ -41,7 +45,9 @@ ETC_WHITELIST = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "time
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
 
 DEFAULT_CPU_SECONDS = 1800            # total CPU time of one kernel (all threads)
-DEFAULT_MEMORY_BYTES = 16 * 2**30     # address space; torch reserves a lot of virtual memory
+DEFAULT_MEMORY_BYTES = 16 * 2**30     # address space per process; torch reserves a lot of virtual memory
+DEFAULT_GROUP_MEMORY_BYTES = 8 * 2**30  # resident memory of the whole sandbox (cgroup)
+DEFAULT_MAX_TASKS = 2048              # processes + threads of the whole sandbox (cgroup)
 SANDBOX_UID = 65534                   # "nobody" inside the user namespace
 
 
@@ -140,7 +146,12 @@ class SandboxKernelManager(AsyncKernelManager):
     """An AsyncKernelManager that starts its kernel inside bubblewrap (see module docstring)."""
 
     cpu_seconds = Integer(DEFAULT_CPU_SECONDS, config=True, help="RLIMIT_CPU of the kernel (s).")
-    memory_bytes = Integer(DEFAULT_MEMORY_BYTES, config=True, help="RLIMIT_AS of the kernel (bytes).")
+    memory_bytes = Integer(DEFAULT_MEMORY_BYTES, config=True, help="RLIMIT_AS of each process (bytes).")
+    group_memory_bytes = Integer(DEFAULT_GROUP_MEMORY_BYTES, config=True,
+                                 help="Resident memory of the kernel and all it starts (cgroup; bytes).")
+    max_tasks = Integer(DEFAULT_MAX_TASKS, config=True,
+                        help="Processes + threads of the kernel and all it starts (cgroup pids.max).")
+    use_cgroup = Bool(True, config=True, help="Put each kernel in a cgroup of its own where the machine allows.")
     extra_ro_binds = List(Unicode(), config=True, help="More paths bound read-only into the sandbox.")
     mask_notebooks = Bool(True, config=True, help="Hide the *.ipynb files of the kernel's folder.")
     course_root = Unicode("", config=True, help="Mounted as an empty read-only folder (but for the "
@@ -170,6 +181,10 @@ class SandboxKernelManager(AsyncKernelManager):
                                 memory_bytes=self.memory_bytes,
                                 ro_binds=[_package_dir(), *self.extra_ro_binds],
                                 mask_notebooks=self.mask_notebooks, env=env, hide=self.course_root or None)
+        if self.use_cgroup and getattr(self, "_cgroup", None) is None:
+            self._cgroup = KernelCgroup.create(self.group_memory_bytes, self.max_tasks)
+        if getattr(self, "_cgroup", None) is not None:
+            wrapped = self._cgroup.wrap(wrapped)
         return wrapped, kw
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
@@ -178,6 +193,10 @@ class SandboxKernelManager(AsyncKernelManager):
         if d and not restart:
             shutil.rmtree(d, ignore_errors=True)
             self._sandbox_dir = None
+        group = getattr(self, "_cgroup", None)
+        if group is not None and not restart:
+            group.remove()
+            self._cgroup = None
 
 
 # The async base class binds these names to its own coroutine methods at class creation;
@@ -247,12 +266,16 @@ def sandbox_available() -> tuple[bool, str]:
 
 
 def enable_sandbox(c, root: str, *, cpu_seconds: int = DEFAULT_CPU_SECONDS,
-                   memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
+                   memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                   group_memory_bytes: int = DEFAULT_GROUP_MEMORY_BYTES,
+                   max_tasks: int = DEFAULT_MAX_TASKS) -> None:
     """Make `nbgrader autograde` (the Execute preprocessor) start sandboxed kernels.
 
-    Call after `apply_course_config(c, root)`. `root` is accepted for symmetry and future use
-    (everything under it is hidden unless it is the kernel's own folder, the venv or
-    `solutions_lib`).
+    Call after `apply_course_config(c, root)`. Everything under the course `root` is hidden
+    from the kernel but its own folder, the venv and `solutions_lib`. `cpu_seconds` and
+    `memory_bytes` bind each process (prlimit); `group_memory_bytes` and `max_tasks` bind the
+    whole sandbox where a cgroup can be made (cgroups.py), and are skipped silently elsewhere
+    (`describe_limits()` says which apply on this machine).
     """
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import Execute
@@ -267,3 +290,21 @@ def enable_sandbox(c, root: str, *, cpu_seconds: int = DEFAULT_CPU_SECONDS,
     c.SandboxKernelManager.course_root = os.path.abspath(root)
     c.SandboxKernelManager.cpu_seconds = int(cpu_seconds)
     c.SandboxKernelManager.memory_bytes = int(memory_bytes)
+    c.SandboxKernelManager.group_memory_bytes = int(group_memory_bytes)
+    c.SandboxKernelManager.max_tasks = int(max_tasks)
+
+
+def describe_limits(cpu_seconds: int = DEFAULT_CPU_SECONDS, memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                    group_memory_bytes: int = DEFAULT_GROUP_MEMORY_BYTES,
+                    max_tasks: int = DEFAULT_MAX_TASKS) -> list[str]:
+    """What a grading kernel on this machine is held to, one line per mechanism."""
+    ok, why = sandbox_available()
+    if not ok:
+        return [f"sandbox: NOT available ({why}); kernels run with the grader's rights"]
+    lines = ["sandbox: bubblewrap (own mount, PID, network, IPC, UTS and user namespaces; no network; "
+             "course root hidden but the kernel's folder)",
+             f"per process: {cpu_seconds} s CPU, {memory_bytes / 2**30:g} GiB address space (prlimit)"]
+    cg_ok, cg = cgroup_support()
+    lines.append(f"whole sandbox: {group_memory_bytes / 2**30:g} GiB resident memory, {max_tasks} processes+threads ({cg})"
+                 if cg_ok else f"whole sandbox: no cgroup limits ({cg}); only the per-process limits apply")
+    return lines
