@@ -18,6 +18,23 @@ ensure_tools_on_path()
 warnings.filterwarnings("ignore", module="nbgrader")
 warnings.filterwarnings("ignore", message=".*not in session.*")
 
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session, config, items):
+    """Keep `--dist loadgroup` working on pytest >= 9.2: pytest-xdist (3.8) marks a test's
+    group by assigning `item._nodeid`, which newer pytest no longer reads (`nodeid` comes from
+    `item._id`); copy the mark over so the scheduler sees the groups."""
+    result = yield
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # older pytest: `_nodeid` is the node id itself
+        return result
+    for item in items:
+        tagged = item.__dict__.get("_nodeid")
+        if isinstance(tagged, str) and tagged != item.nodeid:
+            item._id = NodeId.parse(tagged)
+    return result
+
 FIXTURE = "00_fixture"
 
 

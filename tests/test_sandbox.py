@@ -152,6 +152,34 @@ def test_tas_sandbox_switches_the_course_config(monkeypatch, tmp_path):
 
     assert get_sandbox_execute() in preprocessors("required")
     assert get_sandbox_execute() in preprocessors("on")
-    assert preprocessors("off") == []
+    from nbgrader.preprocessors import Execute
+    assert Execute in preprocessors("off") and get_sandbox_execute() not in preprocessors("off")
     with pytest.raises(ValueError, match="TAS_SANDBOX must be"):
         preprocessors("yes")
+
+
+@pytest.mark.skipif(not _cg_ok, reason=_cg_why)
+def test_kernel_cgroup_limits_what_it_forks_and_is_removed():
+    from solutions_lib.course.cgroups import KernelCgroup
+
+    group = KernelCgroup.create(memory_bytes=2**30, max_tasks=16)
+    folders = list(group.folders)
+    code = ("import os, time\nn = 0\ntry:\n    for _ in range(64):\n        if os.fork() == 0:\n"
+            "            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint(n)")
+    try:
+        out = subprocess.run(group.wrap([sys.executable, "-c", code]), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert 0 < int(out.stdout) < 16, out.stdout
+    finally:
+        group.remove()
+    assert not any(os.path.exists(d) for d in folders)
+    with pytest.raises(ValueError, match="positive"):
+        KernelCgroup.create(memory_bytes=0, max_tasks=16)
+
+
+def test_sandbox_command_says_what_applies():
+    out = subprocess.run([sys.executable, "-m", "solutions_lib", "sandbox"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "bubblewrap" in out.stdout and "per process: 1800 s CPU" in out.stdout
+    assert ("cgroup v" in out.stdout) == _cg_ok

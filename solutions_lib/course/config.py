@@ -62,6 +62,13 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
 
     from .feedback import HideHiddenTests
     c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+    # The grader re-checks each test cell's check records outside the kernel (integrity.py).
+    from nbgrader.converters import Autograde
+
+    from .integrity import insert_verifier
+    current = c.Autograde.autograde_preprocessors if "autograde_preprocessors" in c.Autograde else \
+        list(Autograde.class_traits()["autograde_preprocessors"].default())
+    c.Autograde.autograde_preprocessors = insert_verifier(list(current))
     # Student kernels in a bubblewrap sandbox (sandbox.py). TAS_SANDBOX=on (the default) uses
     # it when this machine can run it and warns when not; =required refuses to grade without
     # it; =off grades in plain kernels (students' own machines need no sandbox).

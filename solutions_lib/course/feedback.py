@@ -12,7 +12,8 @@ hidden lines too. `HideHiddenTests` runs after `GetGrades` in `GenerateFeedback.
 - reduces an error to its final line, `ExceptionType: message` (the test helpers put the
   student-actionable message there), with no traceback frames; a message that quotes a
   line of the hidden tests is withheld;
-- in a cell with hidden tests, drops the other outputs (a hidden test could print its inputs).
+- in a cell with hidden tests, drops the other outputs (a hidden test could print its inputs);
+  check records (integrity.py) are dropped from every test cell.
 
 Only the feedback HTML is changed: the autograded notebook and the gradebook keep everything.
 """
@@ -21,6 +22,8 @@ from __future__ import annotations
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat import from_dict
 from traitlets import Unicode
+
+from ..grading import RECORD_MIME
 
 BEGIN = "BEGIN HIDDEN TESTS"
 END = "END HIDDEN TESTS"
@@ -90,6 +93,8 @@ class HideHiddenTests(NbGraderPreprocessor):
         cell.source, hidden = hide_regions(cell.source, self.placeholder)
         outputs = []
         for o in cell.get("outputs", []):
+            if RECORD_MIME in o.get("data", {}):  # check records hold the hidden tests' values
+                continue
             if o.get("output_type") == "error":
                 outputs.append(final_error(o, hidden))
             elif not hidden:

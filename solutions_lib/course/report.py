@@ -14,8 +14,9 @@ ran shows there as 0. This report reads the gradebook and the autograded/ folder
   waiting for a person, and the number of flags; status `graded`, `partly_failed`,
   `failed_to_run` or `missing`.
 - `flags.csv`: every scanner finding (`scanner.py`) in every submitted notebook: student,
-  assignment, notebook, cell, line, rule, snippet. A flag asks for a human look; it
-  changes no grade.
+  assignment, notebook, cell, line, rule, snippet. A scanner flag asks for a human look; it
+  changes no grade. Rule `check_records` marks a test cell the grader itself failed because
+  its checks left no record or a wrong one (integrity.py; cell = its grade_id).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from .config import gradebook_url
 from .grader import read_results
-from .scanner import scan_file
+from .scanner import Finding, scan_file
 
 QUESTION_FIELDS = ["student", "assignment", "notebook", "grade_id", "kind", "points", "max_points", "status",
                    "flags", "detail"]
@@ -63,6 +64,17 @@ def _gradebook_layout(root: Path) -> tuple[list[str], dict[str, dict[str, list[t
     return students, layout
 
 
+def _integrity_flags(path: Path) -> list[tuple[str, str]]:
+    """Test cells the grader failed because their check records were missing or wrong."""
+    import nbformat
+
+    from .integrity import integrity_flags
+    try:
+        return integrity_flags(nbformat.read(path, as_version=4))
+    except Exception:  # noqa: BLE001  (an unreadable autograded copy is reported elsewhere)
+        return []
+
+
 def _fmt(x: float) -> str:
     return f"{x:g}"
 
@@ -82,6 +94,12 @@ def build_report(root: Path, students: list[str] | None = None, assignments: lis
             nb_flags: dict[str, list] = {}
             for nb_path in sorted(sub_dir.glob("*.ipynb")) if sub_dir.is_dir() else []:
                 for f in scan_file(nb_path, root):
+                    nb_flags.setdefault(nb_path.name, []).append(f)
+                    rep.flags.append({"student": student, "assignment": a, "notebook": nb_path.name,
+                                      "cell": f.cell, "line": f.line, "rule": f.rule, "snippet": f.snippet})
+            for nb_path in sorted((root / "autograded" / student / a).glob("*.ipynb")):
+                for gid, problem in _integrity_flags(nb_path):
+                    f = Finding(gid, 0, "check_records", problem[:200])
                     nb_flags.setdefault(nb_path.name, []).append(f)
                     rep.flags.append({"student": student, "assignment": a, "notebook": nb_path.name,
                                       "cell": f.cell, "line": f.line, "rule": f.rule, "snippet": f.snippet})
