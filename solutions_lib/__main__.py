@@ -6,6 +6,8 @@
   coverage   which syllabus ids are graded where, which are missing
   fmt        normalise the source notebooks (no outputs, stable JSON); --check only reports
   scan       flag suspicious code in submitted notebooks for manual review
+  sandbox    what a grading kernel is held to on this machine (bubblewrap, rlimits, cgroup)
+  autograde  autograde a class in parallel: one stock `nbgrader autograde --student` per student, N at a time
   bench      print measured-vs-predicted benchmarks (activation memory, all-reduce alpha-beta, DDP step time)
 """
 from __future__ import annotations
@@ -94,7 +96,27 @@ def cmd_scan(args) -> int:
 def cmd_bench(args) -> int:
     from .bench import main
 
-    return main(args.names)
+    assignments = [a for a in (args.assignments or "").split(",") if a] or None
+    return main(args.names, assignments=assignments, baseline=args.baseline)
+
+
+def cmd_autograde(args) -> int:
+    from .course.parallel import main
+
+    return main(args.assignment, students=args.student, workers=args.workers, root=args.root,
+                timeout=args.timeout_per_student)
+
+
+def cmd_sandbox(args) -> int:
+    import os
+
+    from .course.sandbox import describe_limits, sandbox_available
+
+    mode = os.environ.get("TAS_SANDBOX", "on")
+    print(f"TAS_SANDBOX={mode}" + (" (grading kernels are NOT sandboxed)" if mode == "off" else ""))
+    for line in describe_limits():
+        print(line)
+    return 0 if sandbox_available()[0] or mode == "off" else 1
 
 
 def main(argv=None) -> int:
@@ -116,8 +138,19 @@ def main(argv=None) -> int:
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_scan)
     c = sub.add_parser("bench", help="benchmarks: predicted vs measured memory and communication; DDP step time")
-    c.add_argument("names", nargs="*", help="memory, comms, ddp (default: all)")
+    c.add_argument("names", nargs="*", help="memory, comms, ddp, grading (default: memory comms ddp)")
+    c.add_argument("--assignments", help="grading: comma-separated assignments (default: all)")
+    c.add_argument("--baseline", action="store_true", help="grading: also with nbgrader's stock settings")
     c.set_defaults(func=cmd_bench)
+    c = sub.add_parser("autograde", help="autograde every submission of an assignment, N students at a time")
+    c.add_argument("assignment")
+    c.add_argument("--workers", type=int, help="students graded at once (default: the number of CPUs)")
+    c.add_argument("--student", action="extend", nargs="+", help="grade only these students")
+    c.add_argument("--root", help="course root (default: $TAS_COURSE_ROOT or this repository)")
+    c.add_argument("--timeout-per-student", type=float, metavar="SECONDS",
+                   help="kill a student's nbgrader run after this long (default: none)")
+    c.set_defaults(func=cmd_autograde)
+    sub.add_parser("sandbox", help="what a grading kernel is held to on this machine").set_defaults(func=cmd_sandbox)
     sub.add_parser("release", help="rebuild release/ from source/").set_defaults(func=cmd_release)
     sub.add_parser("demo", help="the main job: release, grade a sample class, print the table").set_defaults(func=cmd_demo)
     args = p.parse_args(argv)

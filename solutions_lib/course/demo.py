@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import nbformat
 
+from . import nbgrader_cmd
 from . import notebooks as nbs
 from .grader import ensure_tools_on_path, read_results, solved_version
 from .paths import assignments, course_root
@@ -36,11 +36,12 @@ STUDENTS = {
 
 
 def nbgrader(*args: str, root: Path, check: bool = True) -> subprocess.CompletedProcess:
-    """Run a stock nbgrader command in the course root; its log is returned, not printed."""
-    cmd = [str(Path(sys.executable).with_name("nbgrader")), *args]
+    """Run a stock nbgrader command in the course root; its log is returned, not printed.
+    (Through nbgrader_cmd.py: the same nbgrader, without a 1-3 s import nothing here uses.)"""
+    cmd = nbgrader_cmd.command(*args)
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[1:])} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
