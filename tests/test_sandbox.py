@@ -177,6 +177,26 @@ def test_kernel_cgroup_limits_what_it_forks_and_is_removed():
         KernelCgroup.create(memory_bytes=0, max_tasks=16)
 
 
+def test_stale_kernel_cgroups_are_swept(tmp_path):
+    """A grader killed before its clean-up leaves an empty cgroup; the next kernel's start
+    removes it once it is old, never a young one (another grader's kernel may be starting) nor
+    one that still holds a process (rmdir fails; a file stands in for it here)."""
+    import time as _time
+
+    from solutions_lib.course.cgroups import PREFIX, STALE_AFTER_S, sweep_stale
+
+    for name in ("old", "young", "busy"):
+        (tmp_path / (PREFIX + name)).mkdir()
+    (tmp_path / "someone-else").mkdir()
+    (tmp_path / (PREFIX + "busy") / "cgroup.procs").write_text("123")
+    past = _time.time() - 2 * STALE_AFTER_S
+    for name in ("old", "busy"):
+        os.utime(tmp_path / (PREFIX + name), (past, past))
+    os.utime(tmp_path / "someone-else", (past, past))
+    assert sweep_stale(str(tmp_path)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([PREFIX + "busy", PREFIX + "young", "someone-else"])
+
+
 def test_sandbox_command_says_what_applies():
     out = subprocess.run([sys.executable, "-m", "solutions_lib", "sandbox"], capture_output=True, text=True,
                          timeout=120)

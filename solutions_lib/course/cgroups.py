@@ -60,6 +60,32 @@ def _mounts() -> dict[str, str]:
     return out
 
 
+PREFIX = "tas-kernel-"
+#: An empty kernel cgroup older than this was left by a grader that was killed before its
+#: clean-up ran; younger ones may belong to a kernel another grader is starting right now.
+STALE_AFTER_S = 600
+
+
+def sweep_stale(parent: str, max_age_s: float = STALE_AFTER_S) -> int:
+    """Remove empty kernel cgroups under `parent` older than `max_age_s`; returns how many.
+    (rmdir fails on a cgroup that still holds a process, so a live kernel's group stays.)"""
+    removed = 0
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(PREFIX)]
+    except OSError:
+        return 0
+    now = time.time()
+    for n in names:
+        d = os.path.join(parent, n)
+        try:
+            if now - os.stat(d).st_mtime > max_age_s:
+                os.rmdir(d)
+                removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 def _write(path: str, value: str) -> None:
     with open(path, "w") as f:
         f.write(value)
@@ -77,13 +103,15 @@ class KernelCgroup:
         """Make the cgroup and write its limits; None when this machine does not allow it."""
         if memory_bytes <= 0 or max_tasks <= 0:
             raise ValueError(f"cgroup limits must be positive, got memory {memory_bytes} B and {max_tasks} tasks")
-        name = name or f"tas-kernel-{uuid.uuid4().hex[:12]}"
+        name = name or f"{PREFIX}{uuid.uuid4().hex[:12]}"
         mounts, own = _mounts(), _own_paths()
         made: list[str] = []
         try:
             if "memory" in mounts and "pids" in mounts:
                 for ctrl in ("memory", "pids"):
-                    d = os.path.join(mounts[ctrl], own.get(ctrl, "/").lstrip("/"), name)
+                    parent = os.path.join(mounts[ctrl], own.get(ctrl, "/").lstrip("/"))
+                    sweep_stale(parent)
+                    d = os.path.join(parent, name)
                     os.mkdir(d)
                     made.append(d)
                 mem, pids = made
@@ -100,6 +128,7 @@ class KernelCgroup:
                 missing = [c for c in ("memory", "pids") if c not in enabled]
                 if missing:
                     _write(os.path.join(parent, "cgroup.subtree_control"), " ".join("+" + c for c in missing))
+                sweep_stale(parent)
                 d = os.path.join(parent, name)
                 os.mkdir(d)
                 made.append(d)
