@@ -11,9 +11,10 @@ Against a submission that tampers with the kernel it runs in (docs/THREAT_MODEL.
 - while `nbgrader autograde` runs (NBGRADER_EXECUTION=autograde), every check that passes
   leaves a *check record* in the cell's outputs (MIME type `RECORD_MIME`: what was checked,
   the values when they are small, the tolerance). The grader process, outside the kernel,
-  recomputes each comparison and fails a test cell whose checks left no record at all
-  (`solutions_lib.course.integrity`), so a test cell that was emptied, skipped or whose
-  helpers were replaced by no-ops scores zero and is flagged for review.
+  recomputes each comparison and fails a test cell whose checks left no record or a record
+  that does not hold (`solutions_lib.course.integrity`): a test cell that was emptied,
+  skipped, whose helpers were replaced by no-ops or whose numpy was patched scores zero and
+  is flagged for review.
 """
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def _autograde_all(root, cut: bool):
     if cut:
         cmd = nbgrader_cmd.command("autograde", FIXTURE, "--force")
     else:
-        cmd = [speed.nbgrader_exe(), "autograde", FIXTURE, "--force"]
+        cmd = [nbgrader_cmd.stock_executable(), "autograde", FIXTURE, "--force"]
         env["TAS_GRADING_BASELINE"] = "1"
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     out = {}
@@ -87,7 +87,7 @@ def test_speed_cuts_do_not_change_grades(tmp_path):
 
 
 def test_nbgrader_cmd_is_nbgrader_without_rfc3987_syntax(tmp_path):
-    stock = subprocess.run([speed.nbgrader_exe(), "--version"], cwd=tmp_path, capture_output=True, text=True)
+    stock = subprocess.run([nbgrader_cmd.stock_executable(), "--version"], cwd=tmp_path, capture_output=True, text=True)
     fast = subprocess.run(nbgrader_cmd.command("--version"), cwd=tmp_path, capture_output=True, text=True)
     assert (fast.returncode, fast.stdout) == (stock.returncode, stock.stdout) == (0, stock.stdout)
     assert "nbgrader version" in fast.stdout

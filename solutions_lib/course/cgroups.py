@@ -158,17 +158,6 @@ class KernelCgroup:
                 pass
         return sorted(out)
 
-    def memory_peak(self) -> int | None:
-        """Highest resident memory of the group so far (bytes), when the kernel reports it."""
-        for d in self.folders:
-            for name in ("memory.max_usage_in_bytes", "memory.peak"):
-                try:
-                    with open(os.path.join(d, name)) as f:
-                        return int(f.read().strip())
-                except (OSError, ValueError):
-                    continue
-        return None
-
     def remove(self, wait_s: float = 5.0) -> None:
         """Kill whatever is left in the group and delete its folders."""
         deadline = time.monotonic() + wait_s

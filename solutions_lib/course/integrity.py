@@ -28,15 +28,11 @@ import numpy as np
 from nbformat.v4 import new_output
 
 from ..grading import RECORD_MIME
+from .feedback import is_test_cell
 
 #: Cell metadata key holding the problem found in a test cell (read by report.py).
 METADATA_KEY = "tas_integrity"
 CHECK_CALL = re.compile(r"\b(expect_\w+|no_delegation|launch_graded)\s*\(")
-
-
-def is_test_cell(cell) -> bool:
-    md = cell.get("metadata", {}).get("nbgrader", {}) or {}
-    return cell.get("cell_type") == "code" and bool(md.get("grade")) and not md.get("solution")
 
 
 def records(cell) -> list[dict]:

@@ -22,6 +22,11 @@ import sys
 MODULE = "solutions_lib.course.nbgrader_cmd"
 
 
+def stock_executable() -> str:
+    """The `nbgrader` script installed next to this interpreter (what an instructor types)."""
+    return os.path.join(os.path.dirname(sys.executable), "nbgrader")
+
+
 def command(*args: str) -> list[str]:
     """The argv that runs `nbgrader *args` through this launcher with this interpreter."""
     return [sys.executable, "-m", MODULE, *args]

@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import nbgrader_cmd
 from .grader import ensure_tools_on_path
 
 LOCK_MARKERS = ("database is locked",)
@@ -113,7 +114,8 @@ class GradingSetupError(ValueError):
 
 
 def nbgrader_executable() -> str:
-    return str(Path(sys.executable).with_name("nbgrader"))
+    """The stock `nbgrader` script (patched by the tests to a fake one)."""
+    return nbgrader_cmd.stock_executable()
 
 
 def course_settings(root: Path) -> tuple[str, str]:

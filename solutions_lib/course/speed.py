@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import nbgrader_cmd
+
 GOAL = 1.3
 STUDENT = "s01_solved"
 
@@ -161,10 +163,6 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def nbgrader_exe() -> str:
-    return str(Path(sys.executable).with_name("nbgrader"))
-
-
 def build_course(dest: Path, names: list[str], student: str = STUDENT, source_root: Path | None = None) -> Path:
     """dest/: source/ for `names`, release/ (generate_assignment), nbgrader_config.py, and
     submitted/<student>/<a>/ holding the solved release notebooks."""
@@ -265,7 +263,7 @@ def autograde_subprocess(root: Path, a: str, student: str = STUDENT, env: dict |
     env["TAS_GRADING_PROFILE"] = prof_path
     try:
         t0, cpu = time.time(), _cpu()
-        proc = subprocess.run([nbgrader_exe(), "autograde", a, "--student", student, "--force"],
+        proc = subprocess.run([nbgrader_cmd.stock_executable(), "autograde", a, "--student", student, "--force"],
                               cwd=root, env=env, capture_output=True, text=True)
         t1, cpu = time.time(), _cpu() - cpu
         if proc.returncode != 0:
@@ -340,11 +338,10 @@ def fixed_costs(root: Path, sandbox: bool, repeats: int = 3) -> dict:
     from .config import gradebook_url
 
     py = sys.executable
-    from . import nbgrader_cmd
 
     n = repeats
     out = {"python": _median_wall([py, "-c", "pass"], n),
-           "nbgrader_version": _median_wall([nbgrader_exe(), "--version"], n, cwd=root),
+           "nbgrader_version": _median_wall([nbgrader_cmd.stock_executable(), "--version"], n, cwd=root),
            "import_nbgrader": _median_wall([py, "-c", "import nbgrader.apps.nbgraderapp"], n),
            "import_nbgrader_no_rfc3987": _median_wall(
                [py, "-c", "import sys; sys.modules['rfc3987_syntax'] = None; import nbgrader.apps.nbgraderapp"], n),
