@@ -13,11 +13,30 @@ hidden lines too. `HideHiddenTests` runs after `GetGrades` in `GenerateFeedback.
   student-actionable message there), with no traceback frames; a message that quotes a
   line of the hidden tests is withheld;
 - in a cell with hidden tests, drops the other outputs (a hidden test could print its inputs);
-  check records (integrity.py) are dropped from every test cell.
+  check records (integrity.py) are dropped from every test cell;
+- in EVERY cell, replaces each output that reproduces a line of the hidden tests by a notice
+  (`screen_output`): a student cell that prints IPython's `In`/`_ih`/`%history` after the test
+  cells ran, or a hook that writes into a later cell, would otherwise put the hidden tests in
+  the feedback. The hidden lines are taken from the notebook's test cells and the gradebook's
+  source cells; trivial ones (short, comments, `pass`, or also in the visible notebook) are
+  ignored. Matching is on letters and digits only, case-folded, so whitespace, quoting,
+  `repr`/`ascii` escapes, one character per line and any separator are seen through; reversed
+  text, ROT13, `\\xNN`/`\\uNNNN` escapes, base64, hex, lists of character codes and
+  zlib/gzip/bz2/lzma-compressed base64 or hex are decoded first. Error outputs of test cells
+  (the helpers' failure messages, shown by design) are matched against the code of the hidden
+  lines without their string literals.
 
 Only the feedback HTML is changed: the autograded notebook and the gradebook keep everything.
 """
 from __future__ import annotations
+
+import base64
+import binascii
+import bz2
+import codecs
+import lzma
+import re
+import zlib
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat import from_dict
@@ -28,6 +47,9 @@ from ..grading import RECORD_MIME
 BEGIN = "BEGIN HIDDEN TESTS"
 END = "END HIDDEN TESTS"
 WITHHELD = "(message withheld: it quotes the hidden tests)"
+OUTPUT_WITHHELD = "(output withheld by the grader: it reproduces the hidden tests)\n"
+#: A hidden line is a secret worth screening for when its letters and digits number this many.
+MIN_SECRET = 10
 
 
 def _nbgrader(cell) -> dict:
@@ -80,6 +102,135 @@ def final_error(output, hidden: list[str]):
     return from_dict(dict(output, evalue=evalue, traceback=[line]))
 
 
+def canon(text: str) -> str:
+    """Letters and digits only, lower case: what survives any spacing, quoting or separator."""
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+_STRING = re.compile(r"""[rbfuRBFU]{0,2}("\"\"|'''|"|')(?:\\.|(?!\1).)*?\1""", re.S)
+
+
+def secret_lines(hidden: list[str], visible: str) -> tuple[list[str], list[str]]:
+    """The hidden lines worth screening for, as `canon` strings: (whole lines, lines without
+    their string literals). Skipped: blank lines, comments, `pass`, lines under 12 characters,
+    and lines whose text is also in the visible notebook."""
+    seen = canon(visible)
+    whole, code = set(), set()
+    for line in hidden:
+        s = line.strip()
+        if len(s) < 12 or s.startswith("#") or s == "pass":
+            continue
+        c = canon(s)
+        if len(c) >= MIN_SECRET and c not in seen:
+            whole.add(c)
+            k = canon(_STRING.sub("", s))
+            if len(k) >= MIN_SECRET and k not in seen:
+                code.add(k)
+    return sorted(whole), sorted(code)
+
+
+_LIMIT = 1 << 21  # characters of one output examined for encodings, bytes decompressed
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _unescape(text: str) -> str:
+    def one(m):
+        try:
+            return chr(int(m.group(1) or m.group(2) or m.group(3), 16))
+        except (ValueError, OverflowError):
+            return ""
+    return re.sub(r"\\x([0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})", one, text)
+
+
+def _inflate(raw: bytes) -> list[bytes]:
+    out = [raw]
+    for make in (lambda: zlib.decompressobj(47), lambda: zlib.decompressobj(-15)):  # zlib/gzip, raw
+        try:
+            out.append(make().decompress(raw, _LIMIT))
+        except zlib.error:
+            pass
+    for mod in (bz2, lzma):
+        try:
+            d = mod.BZ2Decompressor() if mod is bz2 else mod.LZMADecompressor()
+            out.append(d.decompress(raw, _LIMIT))
+        except (OSError, EOFError, ValueError, lzma.LZMAError):
+            pass
+    return [b for b in out if b]
+
+
+def decodings(text: str) -> list[str]:
+    """`text` and what a student could have encoded it as, each as a `canon` string."""
+    text = text[:_LIMIT]
+    plain = canon(text)
+    found = [plain, plain[::-1], codecs.encode(plain, "rot13"), canon(_unescape(text))]
+    blobs = []
+    for run in re.findall(r"[A-Za-z0-9+/_-]{16,}={0,2}", text):
+        for alt in (run, run.replace("-", "+").replace("_", "/")):
+            try:
+                blobs.append(base64.b64decode(alt + "=" * (-len(alt) % 4)))
+            except (binascii.Error, ValueError):
+                pass
+    for run in re.findall(r"(?:[0-9a-fA-F]{2}[\s:,]?){12,}", text):
+        try:
+            blobs.append(bytes.fromhex(re.sub(r"[\s:,]", "", run)))
+        except ValueError:
+            pass
+    for run in re.findall(r"(?:\b\d{1,7}\b[^0-9A-Za-z]{1,4}){9,}\b\d{1,7}\b", text):
+        codes = [int(n) for n in re.findall(r"\d+", run)]
+        found.append(canon("".join(chr(n) for n in codes if n < 0x110000)))
+    for blob in blobs:
+        for raw in _inflate(blob):
+            found.append(canon(raw.decode("utf-8", "ignore")))
+    return found
+
+
+def reproduces(output, needles: list[str]) -> bool:
+    """Whether any string of `output` (data of every MIME type, text, error parts, metadata)
+    holds one of `needles` (`canon` strings), directly or encoded."""
+    if not needles:
+        return False
+    text = "\n".join(_strings({k: v for k, v in output.items() if k != "output_type"}))
+    return any(n in h for h in decodings(text) for n in needles)
+
+
+def screen_output(output, needles: list[str]):
+    """`output`, or a notice in its place when it reproduces a hidden line."""
+    if reproduces(output, needles):
+        return from_dict({"output_type": "stream", "name": "stdout", "text": OUTPUT_WITHHELD})
+    return output
+
+
+def notebook_secrets(nb, resources) -> tuple[list[str], list[str]]:
+    """`secret_lines` of a notebook: its test cells' hidden regions, and those of the
+    gradebook's source cells when there is a gradebook to ask."""
+    hidden, visible = [], []
+    for cell in nb.cells:
+        shown, lines = hide_regions(cell.get("source", ""), "")
+        visible.append(shown)
+        if is_test_cell(cell):
+            hidden.extend(lines)
+    nbg = (resources or {}).get("nbgrader") or {}
+    if all(nbg.get(k) for k in ("db_url", "notebook", "assignment")):
+        from nbgrader.api import Gradebook
+        try:
+            with Gradebook(nbg["db_url"]) as gb:
+                for c in gb.find_notebook(nbg["notebook"], nbg["assignment"]).source_cells:
+                    if BEGIN in (c.source or ""):
+                        hidden.extend(hide_regions(c.source, "")[1])
+        except Exception:
+            pass
+    return secret_lines(hidden, "\n".join(visible))
+
+
 class HideHiddenTests(NbGraderPreprocessor):
     """nbconvert preprocessor for `GenerateFeedback.preprocessors`: hidden tests and
     traceback frames out of the feedback HTML."""
@@ -87,8 +238,17 @@ class HideHiddenTests(NbGraderPreprocessor):
     placeholder = Unicode("# hidden tests: {n} lines (run at grading time)",
                           help="Replaces each hidden-test region; {n}: its non-blank lines").tag(config=True)
 
+    def preprocess(self, nb, resources):
+        self._secrets = notebook_secrets(nb, resources)
+        return super().preprocess(nb, resources)
+
     def preprocess_cell(self, cell, resources, index):
+        whole, code = getattr(self, "_secrets", ([], []))
+        if cell.get("cell_type") != "code":
+            return cell, resources
         if not is_test_cell(cell):
+            if whole and cell.get("outputs"):
+                cell.outputs = [screen_output(o, whole) for o in cell.outputs]
             return cell, resources
         cell.source, hidden = hide_regions(cell.source, self.placeholder)
         outputs = []
@@ -96,8 +256,8 @@ class HideHiddenTests(NbGraderPreprocessor):
             if RECORD_MIME in o.get("data", {}):  # check records hold the hidden tests' values
                 continue
             if o.get("output_type") == "error":
-                outputs.append(final_error(o, hidden))
+                outputs.append(screen_output(final_error(o, hidden), code))
             elif not hidden:
-                outputs.append(o)
+                outputs.append(screen_output(o, whole))
         cell.outputs = outputs
         return cell, resources
