@@ -17,6 +17,14 @@ CELL_TIMEOUT_S = 60
 #: Files never copied from source/ into release/ (nor from submissions).
 IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.orig", "*.rej"]
 
+#: Grading limits on what a submission can make the grader hold or write (issue 14):
+#: output kept per notebook (execute.py; past it a cell gets an OutputTooLarge error),
+#: largest file a submission may hold (intake.py refuses bigger ones, and links, FIFOs,
+#: sockets, devices), largest file one process of the sandboxed kernel may write (prlimit).
+OUTPUT_CAP_BYTES = 10 * 2**20
+MAX_SUBMISSION_FILE_BYTES = 50 * 2**20
+KERNEL_FILE_BYTES = 256 * 2**20
+
 #: The repository holding this package: the instructor's course root (`nbgrader_config.py`).
 _REPO_ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
@@ -61,7 +69,11 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
     from nbgrader.preprocessors import GetGrades
 
     from .feedback import HideHiddenTests
-    c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+    from .neutralise import NeutraliseStudentContent, insert_neutraliser
+    # Student HTML and scripts made inert (neutralise.py), in the feedback and, below, in the
+    # autograded notebook that the Formgrader renders.
+    c.GenerateFeedback.preprocessors = [GetGrades, NeutraliseStudentContent, HideHiddenTests,
+                                        CSSHTMLHeaderPreprocessor]
     # The grader re-checks each test cell's check records outside the kernel (integrity.py).
     from nbgrader.converters import Autograde
 
@@ -69,6 +81,22 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
     current = c.Autograde.autograde_preprocessors if "autograde_preprocessors" in c.Autograde else \
         list(Autograde.class_traits()["autograde_preprocessors"].default())
     c.Autograde.autograde_preprocessors = insert_verifier(list(current))
+    # After SaveAutoGrades (grades come from what the kernel produced), before the final
+    # CheckCellMetadata: the Formgrader renders the neutralised copy.
+    c.Autograde.autograde_preprocessors = insert_neutraliser(list(c.Autograde.autograde_preprocessors))
+    # One Execute for every path (sandbox on or off): nbgrader's, with a cap on the output it
+    # keeps (execute.py); the sandbox below subclasses it. And an intake check before nbgrader
+    # opens a submission: links, FIFOs, devices, oversize files refused (intake.py).
+    from nbgrader.preprocessors import Execute
+
+    from .execute import CourseExecute
+    from .intake import install as install_intake
+    c.Autograde.autograde_preprocessors = [CourseExecute if p is Execute else p
+                                           for p in c.Autograde.autograde_preprocessors]
+    c.CourseExecute.output_cap_bytes = OUTPUT_CAP_BYTES
+    c.IntakeMixin.intake_max_file_bytes = MAX_SUBMISSION_FILE_BYTES
+    c.SafeGenerateFeedback.intake_max_file_bytes = 0
+    install_intake()
     # Student kernels in a bubblewrap sandbox (sandbox.py). TAS_SANDBOX=on (the default) uses
     # it when this machine can run it and warns when not; =required refuses to grade without
     # it; =off grades in plain kernels (students' own machines need no sandbox).
@@ -80,7 +108,7 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
 
         ok, why = sandbox_available()
         if ok:
-            enable_sandbox(c, root)
+            enable_sandbox(c, root, file_bytes=KERNEL_FILE_BYTES)
         elif mode == "required":
             raise RuntimeError(f"TAS_SANDBOX=required, but the sandbox cannot run here: {why}")
         else:

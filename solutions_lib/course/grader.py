@@ -19,6 +19,7 @@ from traitlets.config import Config
 
 from . import notebooks as nbs
 from .config import apply_course_config, gradebook_url
+from .intake import folder_problem, intake_problem
 from .paths import course_root
 
 
@@ -187,6 +188,13 @@ def read_results(root: Path, assignment: str, student: str) -> AssignmentResult:
             name = nb_row.name + ".ipynb"
             graded_path = root / "autograded" / student / assignment / name
             submitted_path = root / "submitted" / student / assignment / name
+            refused = folder_problem(submitted_path.parent) or intake_problem(submitted_path)
+            if refused or intake_problem(graded_path, max_bytes=0):
+                detail = f"refused at intake: {name}: {refused}" if refused else "the autograded copy is not a file"
+                zero = [CellResult(c.name, 0.0, float(c.max_score), "written" if c.cell_type == "markdown" else "tests",
+                                   [f"not graded: {detail}"]) for c in nb_row.grade_cells]
+                notebooks.append(NotebookResult(name, "failed", zero, detail))
+                continue
             if not submitted_path.exists() or not graded_path.exists():
                 missing = not submitted_path.exists()
                 detail = ("not in the submission" if missing else

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .config import gradebook_url
 from .grader import read_results
+from .intake import intake_problem
 from .scanner import Finding, scan_file
 
 QUESTION_FIELDS = ["student", "assignment", "notebook", "grade_id", "kind", "points", "max_points", "status",
@@ -93,11 +94,15 @@ def build_report(root: Path, students: list[str] | None = None, assignments: lis
             sub_dir = submitted / student / a
             nb_flags: dict[str, list] = {}
             for nb_path in sorted(sub_dir.glob("*.ipynb")) if sub_dir.is_dir() else []:
+                if intake_problem(nb_path):  # refused at intake (link, FIFO, device, too big): never opened
+                    continue
                 for f in scan_file(nb_path, root):
                     nb_flags.setdefault(nb_path.name, []).append(f)
                     rep.flags.append({"student": student, "assignment": a, "notebook": nb_path.name,
                                       "cell": f.cell, "line": f.line, "rule": f.rule, "snippet": f.snippet})
             for nb_path in sorted((root / "autograded" / student / a).glob("*.ipynb")):
+                if intake_problem(nb_path, max_bytes=0):  # only files nbgrader wrote are read
+                    continue
                 for gid, problem in _integrity_flags(nb_path):
                     f = Finding(gid, 0, "check_records", problem[:200])
                     nb_flags.setdefault(nb_path.name, []).append(f)

@@ -7,12 +7,19 @@ in bubblewrap (`bwrap`) and `prlimit`, so that the student's kernel started by s
 - sees only a whitelisted filesystem: the system (`/usr` and a few files of `/etc`, read-only),
   the Python installation and the virtual environment (read-only), the `solutions_lib` package
   (read-only; it is installed for students anyway), a private `/tmp` and `$HOME` (tmpfs), and
-  its own working folder (the autograded notebook's folder, read-write) with every `*.ipynb`
-  in it masked (the autograded copy on disk already holds the hidden tests). `source/`, the
-  gradebook, `submitted/`, other students' folders, the instructor's home are not mounted;
+  its own working folder: a *scratch copy* of the autograded notebook's folder (its regular
+  files but the notebooks, no links; in the private per-kernel folder, deleted with the
+  kernel) mounted at the real folder's path, so paths look the same to student code while the
+  real folder, where nbgrader writes the results, is never writable by the kernel (a link
+  planted there would make nbgrader write through it, and its permission step chmod the
+  target). Every `*.ipynb` name of the folder is masked (the autograded copy on disk already
+  holds the hidden tests). Only the executed notebook comes back, as data over the kernel
+  protocol. `source/`, the gradebook, `submitted/`, other students' folders, the instructor's
+  home are not mounted;
 - has no network (`--unshare-net`: only a loopback device of its own, nothing listens there),
   its own PID/IPC/UTS namespaces, no capabilities, an empty environment (no `TAS_DB_URL`);
-- has CPU-time (`RLIMIT_CPU`) and address-space (`RLIMIT_AS`) limits per process, and, where
+- has CPU-time (`RLIMIT_CPU`), address-space (`RLIMIT_AS`) and file-size (`RLIMIT_FSIZE`: a
+  write past it fails with EFBIG) limits per process, and, where
   the machine allows it, a cgroup of its own (cgroups.py) with one memory limit and one
   process+thread limit for everything it starts (`fork` cannot multiply the budget);
 - talks to the grader over ZMQ **ipc** sockets (Unix socket files) in a private per-kernel
@@ -29,6 +36,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -37,6 +45,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, List, Unicode, default
 
 from .cgroups import KernelCgroup, cgroup_support
+from .config import KERNEL_FILE_BYTES
 
 #: /etc entries a Python/torch kernel needs (everything else in /etc stays hidden).
 ETC_WHITELIST = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "nsswitch.conf",
@@ -48,6 +57,7 @@ DEFAULT_CPU_SECONDS = 1800            # total CPU time of one kernel (all thread
 DEFAULT_MEMORY_BYTES = 16 * 2**30     # address space per process; torch reserves a lot of virtual memory
 DEFAULT_GROUP_MEMORY_BYTES = 8 * 2**30  # resident memory of the whole sandbox (cgroup)
 DEFAULT_MAX_TASKS = 2048              # processes + threads of the whole sandbox (cgroup)
+DEFAULT_FILE_BYTES = KERNEL_FILE_BYTES  # largest file one process may write (RLIMIT_FSIZE)
 SANDBOX_UID = 65534                   # "nobody" inside the user namespace
 
 
@@ -64,10 +74,56 @@ def _package_dir() -> str:
     return os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
+def copy_scratch(src: str, dest: str) -> None:
+    """Copy the regular files under `src` (not `*.ipynb`, no links, no special files) to
+    `dest`, keeping the folder structure: the kernel's working folder (see the module docstring)."""
+    os.makedirs(dest, exist_ok=True)
+    with os.scandir(src) as it:
+        entries = list(it)
+    for e in entries:
+        target = os.path.join(dest, e.name)
+        if e.is_dir(follow_symlinks=False):
+            copy_scratch(e.path, target)
+        elif e.is_file(follow_symlinks=False) and not e.name.endswith(".ipynb"):
+            try:
+                fd = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as fin:
+                if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
+                    continue
+                with open(target, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 2**20)
+
+
+def remove_tree(path: str) -> None:
+    """rmtree that also removes what the kernel made unreadable (a folder chmod 000)."""
+    def fix(func, p, _exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                func(p)
+        except OSError:
+            pass
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=fix)
+
+
 def bwrap_command(kernel_cmd: list[str], cwd: str, runtime_dir: str, *, cpu_seconds: int,
                   memory_bytes: int, ro_binds: list[str] = (), mask_notebooks: bool = True,
-                  env: dict[str, str] | None = None, hide: str | None = None) -> list[str]:
+                  env: dict[str, str] | None = None, hide: str | None = None,
+                  file_bytes: int = DEFAULT_FILE_BYTES, scratch: str | None = None,
+                  view_binds: list[tuple[str, str]] = ()) -> list[str]:
     """`prlimit ... bwrap ... -- kernel_cmd`: see the module docstring.
+
+    `view_binds`: (source, path) pairs bound read-only at `path` (the view of `solutions_lib`
+    with the reference answers withheld, at the package's own path: withheld_view.py).
+
+    `scratch`: a folder mounted at `cwd` instead of `cwd` itself (the real folder is then not
+    mounted at all).
 
     `hide` (the course root): a read-only empty tmpfs is mounted there before the kernel's own
     folder (and the venv or package, when they live under it) are bound back in, so even the
@@ -83,6 +139,7 @@ def bwrap_command(kernel_cmd: list[str], cwd: str, runtime_dir: str, *, cpu_seco
     if hide is None and cwd.startswith("/tmp/"):
         hide = "/tmp/" + cwd[len("/tmp/"):].split("/")[0]
     args = [_prlimit() or "prlimit", f"--cpu={cpu_seconds}", f"--as={memory_bytes}", "--core=0",
+            f"--fsize={file_bytes}",
             "--", _bwrap() or "bwrap",
             "--unshare-all", "--die-with-parent", "--cap-drop", "ALL",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
@@ -117,8 +174,10 @@ def bwrap_command(kernel_cmd: list[str], cwd: str, runtime_dir: str, *, cpu_seco
             continue
         seen.add(p)
         args += ["--ro-bind", p, p]
+    for src, dest in view_binds:
+        args += ["--ro-bind", os.path.realpath(src), os.path.realpath(dest)]
     # the private per-kernel folder (connection file, ipc sockets) and the kernel's own folder
-    args += ["--bind", runtime_dir, runtime_dir, "--bind", cwd, cwd]
+    args += ["--bind", runtime_dir, runtime_dir, "--bind", scratch or cwd, cwd]
     if mask_notebooks:
         for nb in sorted(glob.glob(os.path.join(glob.escape(cwd), "*.ipynb"))):
             args += ["--ro-bind", "/dev/null", nb]
@@ -147,6 +206,9 @@ class SandboxKernelManager(AsyncKernelManager):
 
     cpu_seconds = Integer(DEFAULT_CPU_SECONDS, config=True, help="RLIMIT_CPU of the kernel (s).")
     memory_bytes = Integer(DEFAULT_MEMORY_BYTES, config=True, help="RLIMIT_AS of each process (bytes).")
+    file_bytes = Integer(DEFAULT_FILE_BYTES, config=True, help="RLIMIT_FSIZE of each process (bytes).")
+    use_scratch = Bool(True, config=True, help="Run the kernel in a scratch copy of its folder "
+                       "(the real folder is not writable by the kernel).")
     group_memory_bytes = Integer(DEFAULT_GROUP_MEMORY_BYTES, config=True,
                                  help="Resident memory of the kernel and all it starts (cgroup; bytes).")
     max_tasks = Integer(DEFAULT_MAX_TASKS, config=True,
@@ -156,6 +218,16 @@ class SandboxKernelManager(AsyncKernelManager):
     mask_notebooks = Bool(True, config=True, help="Hide the *.ipynb files of the kernel's folder.")
     course_root = Unicode("", config=True, help="Mounted as an empty read-only folder (but for the "
                           "kernel's own folder, the venv and solutions_lib when they live under it).")
+
+    withhold_references = Bool(True, config=True, help="Bind the view of solutions_lib with the reference "
+                               "answers withheld (withheld_view.py) instead of the package itself.")
+
+    def _package_binds(self) -> tuple[list[str], list[tuple[str, str]]]:
+        """(plain read-only binds, view binds) for the `solutions_lib` package."""
+        if not self.withhold_references:
+            return [_package_dir()], []
+        from .withheld_view import build_view
+        return [], [(str(build_view()), _package_dir())]
 
     @default("transport")
     def _default_transport(self):
@@ -177,10 +249,18 @@ class SandboxKernelManager(AsyncKernelManager):
         kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
         cwd = kw.get("cwd") or os.getcwd()
         env = {k: v for k, v in (kw.get("env") or {}).items() if k.startswith(("JPY_SESSION", "NBGRADER_"))}
+        scratch = None
+        if self.use_scratch:
+            # a fresh copy at every start (a restart begins again from the folder as nbgrader made it)
+            scratch = os.path.join(self._sandbox_dir, "work")
+            remove_tree(scratch)
+            copy_scratch(os.path.realpath(cwd), scratch)
         wrapped = bwrap_command(kernel_cmd, cwd, self._sandbox_dir, cpu_seconds=self.cpu_seconds,
                                 memory_bytes=self.memory_bytes,
-                                ro_binds=[_package_dir(), *self.extra_ro_binds],
-                                mask_notebooks=self.mask_notebooks, env=env, hide=self.course_root or None)
+                                ro_binds=[*self._package_binds()[0], *self.extra_ro_binds],
+                                view_binds=self._package_binds()[1],
+                                mask_notebooks=self.mask_notebooks, env=env, hide=self.course_root or None,
+                                file_bytes=self.file_bytes, scratch=scratch)
         if self.use_cgroup and getattr(self, "_cgroup", None) is None:
             self._cgroup = KernelCgroup.create(self.group_memory_bytes, self.max_tasks)
         if getattr(self, "_cgroup", None) is not None:
@@ -191,7 +271,7 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         d = getattr(self, "_sandbox_dir", None)
         if d and not restart:
-            shutil.rmtree(d, ignore_errors=True)
+            remove_tree(d)
             self._sandbox_dir = None
         group = getattr(self, "_cgroup", None)
         if group is not None and not restart:
@@ -206,10 +286,11 @@ SandboxKernelManager.pre_start_kernel = SandboxKernelManager._async_pre_start_ke
 
 
 def _sandbox_execute_class():
-    from nbgrader.preprocessors import Execute
+    from .execute import CourseExecute
 
-    class SandboxExecute(Execute):
-        """nbgrader's Execute preprocessor with sandboxed kernels.
+    class SandboxExecute(CourseExecute):
+        """The course's Execute preprocessor (execute.py: nbgrader's, with an output cap) with
+        sandboxed kernels.
 
         `c.Execute.kernel_manager_class` alone does not work: nbgrader's `Execute.__init__`
         passes `kernel_manager_class=AsyncKernelManager` as a keyword argument, which wins over
@@ -268,22 +349,24 @@ def sandbox_available() -> tuple[bool, str]:
 def enable_sandbox(c, root: str, *, cpu_seconds: int = DEFAULT_CPU_SECONDS,
                    memory_bytes: int = DEFAULT_MEMORY_BYTES,
                    group_memory_bytes: int = DEFAULT_GROUP_MEMORY_BYTES,
-                   max_tasks: int = DEFAULT_MAX_TASKS) -> None:
+                   max_tasks: int = DEFAULT_MAX_TASKS, file_bytes: int = DEFAULT_FILE_BYTES) -> None:
     """Make `nbgrader autograde` (the Execute preprocessor) start sandboxed kernels.
 
     Call after `apply_course_config(c, root)`. Everything under the course `root` is hidden
     from the kernel but its own folder, the venv and `solutions_lib`. `cpu_seconds` and
-    `memory_bytes` bind each process (prlimit); `group_memory_bytes` and `max_tasks` bind the
+    `memory_bytes` and `file_bytes` bind each process (prlimit); `group_memory_bytes` and `max_tasks` bind the
     whole sandbox where a cgroup can be made (cgroups.py), and are skipped silently elsewhere
     (`describe_limits()` says which apply on this machine).
     """
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import Execute
 
+    from .execute import CourseExecute
+
     sandbox_execute = get_sandbox_execute()
     current = c.Autograde.autograde_preprocessors if "autograde_preprocessors" in c.Autograde else \
         list(Autograde.class_traits()["autograde_preprocessors"].default())
-    c.Autograde.autograde_preprocessors = [sandbox_execute if p is Execute else p for p in current]
+    c.Autograde.autograde_preprocessors = [sandbox_execute if p in (Execute, CourseExecute) else p for p in current]
     # For code that builds nbclient/nbconvert executors from the config directly.
     c.Execute.kernel_manager_class = SandboxKernelManager
     c.SandboxKernelManager.transport = "ipc"
@@ -292,18 +375,21 @@ def enable_sandbox(c, root: str, *, cpu_seconds: int = DEFAULT_CPU_SECONDS,
     c.SandboxKernelManager.memory_bytes = int(memory_bytes)
     c.SandboxKernelManager.group_memory_bytes = int(group_memory_bytes)
     c.SandboxKernelManager.max_tasks = int(max_tasks)
+    c.SandboxKernelManager.file_bytes = int(file_bytes)
 
 
 def describe_limits(cpu_seconds: int = DEFAULT_CPU_SECONDS, memory_bytes: int = DEFAULT_MEMORY_BYTES,
                     group_memory_bytes: int = DEFAULT_GROUP_MEMORY_BYTES,
-                    max_tasks: int = DEFAULT_MAX_TASKS) -> list[str]:
+                    max_tasks: int = DEFAULT_MAX_TASKS, file_bytes: int = DEFAULT_FILE_BYTES) -> list[str]:
     """What a grading kernel on this machine is held to, one line per mechanism."""
     ok, why = sandbox_available()
     if not ok:
         return [f"sandbox: NOT available ({why}); kernels run with the grader's rights"]
     lines = ["sandbox: bubblewrap (own mount, PID, network, IPC, UTS and user namespaces; no network; "
              "course root hidden but the kernel's folder)",
-             f"per process: {cpu_seconds} s CPU, {memory_bytes / 2**30:g} GiB address space (prlimit)"]
+             f"per process: {cpu_seconds} s CPU, {memory_bytes / 2**30:g} GiB address space, "
+             f"{file_bytes / 2**20:g} MiB per file written (prlimit)",
+             "working folder: a scratch copy of the notebook's folder, deleted with the kernel"]
     cg_ok, cg = cgroup_support()
     lines.append(f"whole sandbox: {group_memory_bytes / 2**30:g} GiB resident memory, {max_tasks} processes+threads ({cg})"
                  if cg_ok else f"whole sandbox: no cgroup limits ({cg}); only the per-process limits apply")
