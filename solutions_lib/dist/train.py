@@ -23,7 +23,12 @@ What a production script needs, each in a small function that the lab's exercise
   (same world size and thread count; a resume with another world size at the same global
   batch continues the same data order but not bit-exactly);
 * logging: rank 0 only (stdout, ``metrics.jsonl``, a text progress bar, ``loss.png`` and a
-  summary with tokens/s and, given ``--peak-flops``, MFU). Other ranks print nothing.
+  summary with tokens/s, on a GPU the peak allocated CUDA memory and, given ``--peak-flops``,
+  MFU). Other ranks print nothing;
+* determinism on a GPU: ``--deterministic`` (the default) switches torch's deterministic
+  algorithms on in each CUDA rank (SDPA's flash and memory-efficient backward otherwise add
+  with atomics, so two identical runs differ in the last bits and a resume is not bit-exact);
+  ``--no-deterministic`` trades that for speed. CPU ranks are deterministic either way.
 """
 from __future__ import annotations
 
@@ -96,6 +101,7 @@ class TrainConfig:
     timeout: float = 600.0             # seconds: whole local run, and the process group's timeout
     threads: int | None = None         # torch threads per spawned rank (None: cores // world_size)
     return_params: bool = False        # put rank 0's final parameters into the result (tests)
+    deterministic: bool = True         # CUDA ranks: torch deterministic algorithms (bit-exact resume)
 
     @property
     def global_batch(self) -> int:
@@ -142,6 +148,8 @@ class TrainConfig:
             raise ValueError(f"threads must be a positive int, got {self.threads!r}")
         if self.peak_flops is not None and not self.peak_flops > 0:
             raise ValueError(f"peak_flops must be positive FLOP/s, got {self.peak_flops!r}")
+        if not isinstance(self.deterministic, bool):
+            raise ValueError(f"deterministic must be True or False, got {self.deterministic!r}")
         if self.corpus is not None and not Path(self.corpus).is_file():
             raise ValueError(f"corpus {self.corpus!r} is not a file")
         return self
@@ -180,6 +188,8 @@ def _build_parser() -> argparse.ArgumentParser:
     a("--progress", action=argparse.BooleanOptionalAction, default=d.progress, help="rank-0 progress bar")
     a("--threads", type=int, default=d.threads, help="torch threads per spawned rank")
     a("--timeout", type=float, default=d.timeout, help="seconds: run limit and collective timeout")
+    a("--deterministic", action=argparse.BooleanOptionalAction, default=d.deterministic,
+      help="GPU ranks: deterministic kernels, so runs and resumes are bit-exact (off: faster)")
     return p
 
 
@@ -368,6 +378,21 @@ def latest_checkpoint(directory) -> Path | None:
     return found[-1] if found else None
 
 
+def _rank_rng_state(model) -> dict:
+    """`rng_state()` on a rank whose model is on a GPU; without the CUDA streams on a CPU rank.
+
+    A CPU (gloo) rank must not touch CUDA: on a GPU machine it is usually forked, and
+    ``torch.cuda.get_rng_state_all()`` in a child forked from a parent that had initialised
+    CUDA (a notebook that used the GPU, say) raises "Cannot re-initialize CUDA in forked
+    subprocess". Nothing on a CPU rank draws from the CUDA generators anyway."""
+    if any(p.is_cuda for p in model.parameters()):
+        return rng_state()
+    import random
+
+    import numpy as np
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
 def save_checkpoint(directory, step: int, model, optimizer, *, scheduler=None, scaler=None,
                     extra: dict | None = None, keep_last: int = 2) -> Path:
     """Collective: every rank calls it. DCP holds model + optimizer (sharded files, one writer
@@ -388,7 +413,7 @@ def save_checkpoint(directory, step: int, model, optimizer, *, scheduler=None, s
     dist.barrier()
     model_sd, optim_sd = get_state_dict(model, optimizer)
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp))
-    mine = {"step": step, "world_size": dist.get_world_size(), "rng": rng_state(),
+    mine = {"step": step, "world_size": dist.get_world_size(), "rng": _rank_rng_state(model),
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
             "scaler": scaler.state_dict() if scaler is not None else None, "extra": extra or {}}
     with open(tmp / f"extra_rank{rank}.pt", "wb") as f:
@@ -515,6 +540,22 @@ def _rank_main(rank: int, world_size: int, cfg: TrainConfig) -> dict:
         device = torch.device("cuda", torch.cuda.current_device())
     else:
         device = torch.device("cpu")
+    if device.type != "cuda" or not cfg.deterministic:
+        return _rank_run(rank, world_size, cfg, device)
+    # cuBLAS needs this workspace setting for deterministic mode (read when cuBLAS is first
+    # used by this process); restored afterwards, since under torchrun this is the caller's process.
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        return _rank_run(rank, world_size, cfg, device)
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device) -> dict:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     out = Path(cfg.out)
     ckpt_dir = out / "checkpoints"
     progress = sys.stderr.isatty() if cfg.progress is None else cfg.progress
@@ -589,11 +630,14 @@ def _rank_main(rank: int, world_size: int, cfg: TrainConfig) -> dict:
               "final_loss_avg5": sum(losses[-5:]) / len(losses[-5:]) if losses else None,
               "tokens_per_s": (sorted(rates[1:] or rates)[len(rates[1:] or rates) // 2]) if rates else None,
               "wall_s": wall, "n_params": n_params, "last_checkpoint": last_saved,
-              "data_state": data.state_dict(), "log_lines": 0}
+              "data_state": data.state_dict(), "log_lines": 0,
+              "peak_cuda_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None}
     if losses:
         summary = (f"done: steps {start}..{stop - 1}, final loss {losses[-1]:.4f} "
                    f"(mean of last 5: {result['final_loss_avg5']:.4f}), median {result['tokens_per_s']:,.0f} tokens/s, "
                    f"{wall:.1f} s")
+        if result["peak_cuda_bytes"] is not None:
+            summary += f", peak CUDA memory {result['peak_cuda_bytes'] / 2**20:,.0f} MiB"
         if cfg.peak_flops:
             from solutions_lib.compute import mfu, palm_flops_per_token
             fpt = palm_flops_per_token(non_embedding_params(model), cfg.layers, cfg.heads,
