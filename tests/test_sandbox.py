@@ -123,7 +123,8 @@ def test_hostile_class_is_contained_and_graded(fixture_course, monkeypatch):
     full = {"exercises.ipynb": ("graded", 5.0), "theory.ipynb": ("graded", 1.0)}
     assert auto("good") == full, log[-3000:]
     assert auto("probe") == full, read_results(root, FIXTURE, "probe").notebooks[0].cells
-    assert (root / "autograded" / "probe" / FIXTURE / "scratch.txt").exists()
+    # the kernel wrote into a scratch copy of its folder, deleted with it (issue 14)
+    assert not (root / "autograded" / "probe" / FIXTURE / "scratch.txt").exists()
     failed_attack = {"exercises.ipynb": ("graded", 3.0), "theory.ipynb": ("graded", 1.0)}
     for student, (_, ename) in attacks.items():
         assert auto(student) == failed_attack, (student, auto(student))
@@ -153,7 +154,11 @@ def test_tas_sandbox_switches_the_course_config(monkeypatch, tmp_path):
     assert get_sandbox_execute() in preprocessors("required")
     assert get_sandbox_execute() in preprocessors("on")
     from nbgrader.preprocessors import Execute
-    assert Execute in preprocessors("off") and get_sandbox_execute() not in preprocessors("off")
+
+    from solutions_lib.course.execute import CourseExecute
+    off = preprocessors("off")  # the output cap applies without the sandbox too
+    assert CourseExecute in off and Execute not in off and get_sandbox_execute() not in off
+    assert issubclass(get_sandbox_execute(), CourseExecute)
     with pytest.raises(ValueError, match="TAS_SANDBOX must be"):
         preprocessors("yes")
 

@@ -109,7 +109,8 @@ class CourseExecute(Execute):
             self._admit(cell_index, size) or self._force(cell_index, size)
         elif not self._admit(cell_index, output_size(content)):
             return None
-        if self.clear_before_next_output and not self.output_hook_stack[msg["parent_header"].get("msg_id")]:
+        if getattr(self, "clear_before_next_output", False) and \
+                not self.output_hook_stack[msg["parent_header"].get("msg_id")]:
             # nbclient clears the cell's outputs before storing this one: give their bytes back
             size = output_size(content)
             self._refund(cell_index)
