@@ -28,12 +28,38 @@ from pathlib import Path
 
 import numpy as np
 
+from .withheld import Withheld, contains_withheld, is_withheld  # noqa: F401  (re-exported)
+
 
 #: MIME type of the check records read by the grader (solutions_lib.course.integrity).
 RECORD_MIME = "application/vnd.tas.check+json"
-#: Arrays up to this many entries are recorded in full and re-compared by the grader.
-RECORD_MAX_VALUES = 256
+#: Arrays up to this many entries are recorded in full; the grader compares them with the
+#: trusted run's expected values. Larger ones are recorded as a strided sample of this size.
+RECORD_MAX_VALUES = 65536
 _IMPORT_PID = os.getpid()
+
+
+def trusted_run() -> bool:
+    """True in the grader's trusted run of the instructor's solution (course/trusted.py): its
+    records carry the expected values that the grader compares students' values with."""
+    return os.environ.get("TAS_TRUSTED_RUN") == "1"
+
+
+def _record_values(arr: np.ndarray):
+    """(values, sampled): `arr` as a flat list, or a strided sample when it is large."""
+    flat = np.asarray(arr, dtype=np.float64).ravel()
+    if flat.size <= RECORD_MAX_VALUES:
+        return flat.tolist(), False
+    idx = np.linspace(0, flat.size - 1, RECORD_MAX_VALUES).astype(np.int64)
+    return flat[idx].tolist(), True
+
+
+def _only_in_the_kernel(what: str) -> None:
+    """A check against a withheld value can only be decided by the grader, from the record the
+    notebook's kernel publishes: anywhere else (a rank of a distributed check) it must fail."""
+    if os.getpid() != _IMPORT_PID or os.environ.get("NBGRADER_EXECUTION") != "autograde":
+        raise GradingError(f"{what}: this check compares with a reference value withheld at grading time, "
+                           "which only the notebook itself can report (not a rank or a subprocess).")
 
 
 def _publish_record(kind: str, what: str, **data) -> None:
@@ -80,7 +106,7 @@ def plain(x):
     return x
 
 
-def _jsonable(x, limit: int = 2000):
+def _jsonable(x, limit: int = 1_000_000):
     """`x` for a check record when it is small plain JSON data, else None."""
     import json
 
@@ -110,11 +136,10 @@ def as_float_array(got, what: str) -> np.ndarray:
     """`got` as a float64 array; a value that is not numeric fails with a clear message."""
     if got is None:
         raise GradingError(f"{what}: got None. Did your function forget to `return` its result?")
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(got, torch.Tensor):
-        # as the base class, so a subclass's __torch_function__ cannot change what is read
-        got = torch.Tensor.as_subclass(got, torch.Tensor).detach().cpu().double().numpy()
-    got = plain(got) if not isinstance(got, np.ndarray) else got
+    if is_withheld(got):
+        raise GradingError(f"{what}: your code returned a value of the course's reference implementation, which is "
+                           "withheld at grading time. Compute it yourself.")
+    got = _numeric_data(got, what)
     try:
         arr = np.array(got, dtype=np.float64, subok=False)
     except (TypeError, ValueError):
@@ -122,44 +147,154 @@ def as_float_array(got, what: str) -> np.ndarray:
     return arr
 
 
-def expect_close(got, expected, what: str, *, rtol: float = 1e-6, atol: float = 0.0,
-                 unit: str = "", hint: str = "") -> None:
-    """Check that number/array `got` equals `expected` within |got-exp| <= atol + rtol*|exp|."""
-    g = as_float_array(got, what)
-    e = np.asarray(expected, dtype=np.float64)
+_NUMERIC_LEAVES = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+def _numeric_data(x, what: str, depth: int = 0):
+    """`x` rebuilt from base types only: Python and numpy numbers, ndarrays (read through the
+    base class), tensors (read through `torch.Tensor` itself), and lists/tuples of those.
+
+    Any other object is refused *without calling any of its methods*, so an answer object
+    cannot run code while a check reads it (e.g. walk up to the check's frame in `__array__`
+    or `__float__` to find the expected value)."""
+    if depth > 64:
+        raise GradingError(f"{what}: the value is nested too deeply to be a number or an array of numbers")
+    t = type(x)
+    if t in (bool, int, float):
+        return x
+    if isinstance(x, np.generic) and isinstance(x, _NUMERIC_LEAVES):
+        return np.array(x, subok=False).item()
+    if isinstance(x, np.ndarray):
+        if x.dtype == object:
+            return [_numeric_data(v, what, depth + 1) for v in np.ndarray.tolist(x)]
+        return np.array(x, subok=False, copy=True)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        # as the base class, so a subclass's __torch_function__ cannot change what is read
+        return torch.Tensor.as_subclass(x, torch.Tensor).detach().cpu().double().numpy()
+    if isinstance(x, (int, float)):      # subclasses: what they hold, not what they say
+        return plain(x)
+    if isinstance(x, (list, tuple)):
+        it = list.__iter__(x) if isinstance(x, list) else tuple.__iter__(x)
+        return [_numeric_data(v, what, depth + 1) for v in it]
+    raise GradingError(f"{what}: expected a number or an array of numbers, got an object of type "
+                       f"{type(x).__name__}. Return plain numbers, numpy arrays or tensors.")
+
+
+def close_failure(g: np.ndarray, e: np.ndarray, what: str, *, rtol: float, atol: float,
+                  unit: str = "", hint: str = "") -> str | None:
+    """None when |g - e| <= atol + rtol |e| everywhere (and g is finite, same shape); else the
+    message a student can act on. Used by `expect_close` in the kernel and by the grader."""
     u = f" {unit}" if unit else ""
     tip = f" {hint}" if hint else ""
     if g.shape != e.shape:
-        raise GradingError(f"{what}: expected shape {e.shape}, got shape {g.shape}.{tip}")
+        return f"{what}: expected shape {e.shape}, got shape {g.shape}.{tip}"
     if not np.all(np.isfinite(g)):
-        raise GradingError(f"{what}: got a non-finite value ({_fmt(g)}); expected {_fmt(e)}{u}.{tip}")
+        return f"{what}: got a non-finite value ({_fmt(g)}); expected {_fmt(e)}{u}.{tip}"
     err = np.abs(g - e)
     bad = err > atol + rtol * np.abs(e)
-    if np.any(bad):
-        if g.ndim == 0:
-            rel = float(err) / abs(float(e)) if float(e) != 0 else float("inf")
-            raise GradingError(f"{what}: expected {_fmt(e)}{u}, got {_fmt(g)}{u} "
-                               f"(relative error {rel:.2e}, allowed {rtol:.0e}).{tip}")
-        idx = np.unravel_index(int(np.argmax(np.where(bad, err, -1))), g.shape)
-        raise GradingError(f"{what}: {int(bad.sum())} of {g.size} entries differ; at index {tuple(int(i) for i in idx)} "
-                           f"expected {_fmt(e[idx])}{u}, got {_fmt(g[idx])}{u}.{tip}")
-    small = g.size <= RECORD_MAX_VALUES
-    _publish_record("close", what, rtol=float(rtol), atol=float(atol), shape=list(g.shape),
-                    got=g.tolist() if small else None, expected=e.tolist() if small else None)
+    if not np.any(bad):
+        return None
+    if g.ndim == 0:
+        rel = float(err) / abs(float(e)) if float(e) != 0 else float("inf")
+        return (f"{what}: expected {_fmt(e)}{u}, got {_fmt(g)}{u} "
+                f"(relative error {rel:.2e}, allowed {rtol:.0e}).{tip}")
+    idx = np.unravel_index(int(np.argmax(np.where(bad, err, -1))), g.shape)
+    return (f"{what}: {int(bad.sum())} of {g.size} entries differ; at index {tuple(int(i) for i in idx)} "
+            f"expected {_fmt(e[idx])}{u}, got {_fmt(g[idx])}{u}.{tip}")
+
+
+def _calls(expected):
+    """For a measured check against withheld values: the reference calls (plain data) that the
+    grader redoes outside the kernel on the inputs measured here; None when not all are known."""
+    from .withheld import call_of
+
+    if is_withheld(expected):
+        return call_of(expected)
+    if isinstance(expected, (list, tuple)):
+        out = []
+        for e in (list.__iter__(expected) if isinstance(expected, list) else tuple.__iter__(expected)):
+            if is_withheld(e):
+                c = call_of(e)
+                if c is None:
+                    return None
+                out.append(c)
+            elif type(e) in (int, float):
+                out.append({"value": e})
+            else:
+                return None
+        return {"list": out}
+    return None
+
+
+def same_value(a, b) -> bool:
+    """Exact equality of plain data with exact types (True is not 1; 1 is not 1.0)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    return a == b
+
+
+def expect_close(got, expected, what: str, *, rtol: float = 1e-6, atol: float = 0.0,
+                 unit: str = "", hint: str = "", measured: bool = False) -> None:
+    """Check that number/array `got` equals `expected` within |got-exp| <= atol + rtol*|exp|.
+
+    `measured=True` marks an expected value measured in the same kernel (a timing, a
+    bandwidth): the grader then compares with the kernel's own expected value instead of
+    the trusted run's, which measured on another occasion.
+    """
+    g = as_float_array(got, what)
+    base = dict(rtol=float(rtol), atol=float(atol), shape=list(g.shape), unit=str(unit), hint=str(hint),
+                measured=bool(measured))
+    if contains_withheld(expected):
+        # grading: the expected value stays with the grader; record what the student's code returned
+        _only_in_the_kernel(what)
+        vals, sampled = _record_values(g)
+        calls = _calls(expected) if measured else None
+        _publish_record("close", what, got=vals, sampled=sampled, withheld=True, calls=calls, **base)
+        return
+    e = np.asarray(plain(expected) if not isinstance(expected, np.ndarray) else expected, dtype=np.float64)
+    problem = close_failure(g, e, what, rtol=rtol, atol=atol, unit=unit, hint=hint)
+    if problem:
+        raise GradingError(problem)
+    vals, sampled = _record_values(g)
+    evals, _ = _record_values(e)
+    _publish_record("close", what, got=vals, expected=evals, expected_shape=list(e.shape), sampled=sampled, **base)
 
 
 def expect_equal(got, expected, what: str, hint: str = "") -> None:
     """Exact equality for ints, strings, tuples, shapes: same type (numpy ints count as int,
     a tuple subclass such as torch.Size as a tuple) and equal values, read with `plain`."""
-    g, e = plain(got), plain(expected)
+    if is_withheld(got):
+        raise GradingError(f"{what}: your code returned a value of the course's reference implementation, which is "
+                           "withheld at grading time. Compute it yourself.")
+    g = plain(got)
+    if contains_withheld(expected):
+        _only_in_the_kernel(what)
+        _publish_record("equal", what, got=_jsonable(g), got_repr=_short_repr(g), withheld=True, hint=str(hint))
+        return
+    e = plain(expected)
     if not (type(g) is type(e) and g == e):
         tip = f" {hint}" if hint else ""
         raise GradingError(f"{what}: expected {expected!r}, got {got!r}.{tip}")
-    _publish_record("equal", what, got=_jsonable(g), expected=_jsonable(e))
+    _publish_record("equal", what, got=_jsonable(g), expected=_jsonable(e), hint=str(hint))
+
+
+def _short_repr(x) -> str:
+    try:
+        return repr(x)[:200] if type(x) in (bool, int, float, str, list, tuple, dict, type(None)) else f"<{type(x).__name__}>"
+    except Exception:  # noqa: BLE001
+        return "<unprintable>"
 
 
 def expect_true(condition, message: str) -> None:
     """Fail with `message` unless `condition` holds (a bool, numpy bool or 1-element tensor)."""
+    if contains_withheld(condition):
+        raise GradingError(f"{message}: this check needs a withheld reference value (a test that must "
+                           "compare with expect_close or expect_equal instead; tell your instructor).")
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(condition, torch.Tensor):
         condition = as_float_array(condition, message).item() != 0
@@ -241,29 +376,86 @@ def no_delegation(task: str, *forbidden):
                 file_cache[fname] = None
         return file_cache[fname]
 
+    closing = []
+
     def profiler(frame, event, arg):
+        if closing:
+            return
+        if event == "c_call":
+            if arg is sys.setprofile or arg is sys.settrace or arg is threading.setprofile \
+                    or arg is threading.settrace:
+                hits.append("a change of the profiler")
+            return
         if event != "call":
             return
         code = frame.f_code
+        if code is _SETPROFILE_CODE or code is _SETTRACE_CODE:
+            hits.append("a change of the profiler")
         name = codes.get(code) or (_resolve(code.co_filename) if files else None)
         if name and name not in hits:
             hits.append(name)
 
+    def check_threads(when: str):
+        problem = _foreign_thread(codes, _resolve if files else None)
+        if problem:
+            raise DelegationError(f"{task}: {problem} was running {when} the check. Build-it checks run "
+                                  "your code alone: stop your background threads before the tests, so this "
+                                  "part scores zero.")
+
+    check_threads("before")
     old = sys.getprofile()
     old_thread = threading.getprofile() if hasattr(threading, "getprofile") else None
-    sys.setprofile(profiler)
     threading.setprofile(profiler)
+    sys.setprofile(profiler)
     try:
         yield
     finally:
+        closing.append(True)
+        intact = sys.getprofile() is profiler
         sys.setprofile(old)
         threading.setprofile(old_thread)
+    if not intact and "a change of the profiler" not in hits:
+        hits.append("a change of the profiler")
+    check_threads("after")
     if hits:
         raise DelegationError(
             f"{task}: your code called {', '.join(hits)}. This exercise asks you to build it "
             "yourself from tensor operations, so this part scores zero."
         )
     _publish_record("own_work", task)
+
+
+_SETPROFILE_CODE = getattr(threading.setprofile, "__code__", None)
+_SETTRACE_CODE = getattr(threading.settrace, "__code__", None)
+
+
+def _trusted_roots() -> tuple[str, ...]:
+    roots = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, os.path.dirname(__file__),
+                                           os.path.dirname(os.__file__)) if p}
+    return tuple(r.rstrip("/") + "/" for r in roots)
+
+
+def _foreign_thread(codes: dict, resolve) -> str | None:
+    """A description of another live thread that runs code not installed with Python, its
+    packages or solutions_lib (code from a notebook cell, `exec`, a temp file), or forbidden
+    code; else None. Threads that IPython and ipykernel run sit in installed packages."""
+    roots = _trusted_roots()
+    me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        if ident == me:
+            continue
+        depth = 0
+        while frame is not None and depth < 200:
+            code = frame.f_code
+            fname = code.co_filename
+            real = os.path.realpath(fname) if fname.startswith("/") else fname
+            if codes.get(code) or (resolve is not None and resolve(fname)):
+                return "a background thread calling the reference"
+            if not real.startswith(roots) or not os.path.isfile(real):
+                return f"a background thread started by your code ({code.co_name} in {fname})"
+            frame = frame.f_back
+            depth += 1
+    return None
 
 
 def expect_own(obj, task: str, *forbidden) -> None:

@@ -1,44 +1,56 @@
-"""The grader's own look at each test cell, outside the student's kernel.
+"""The grader decides each test cell itself, outside the student's kernel.
 
-nbgrader scores a test cell by one fact: did its outputs hold an error? Code that runs in the
-same kernel can make that fact false without passing anything: an IPython input transformer
-that empties later cells, a `post_run_cell` hook, `solutions_lib.grading.expect_close`
-replaced by a no-op, `numpy.allclose` patched to say yes. During autograde every check that
-passes leaves a *check record* in the cell's outputs (`solutions_lib.grading.RECORD_MIME`).
-`VerifyCheckRecords`, an nbgrader preprocessor that runs in the grader process right after the
-kernel finished, then fails (adds a `GradingError` output, so nbgrader scores it zero) and
-marks (`metadata.tas_integrity`, listed by the grade report) every test cell that:
+nbgrader scores a test cell from its outputs: an error or any stderr output scores 0, the
+first `execute_result` is read as partial credit, anything else is full marks. Every one of
+those facts can be steered by code in the student's kernel (a thread that writes a number
+into the running cell, a hook that swallows the error, a warning printed by a correct answer).
+`DecideTestCells`, an nbgrader preprocessor that runs in the grader process right after the
+kernel finished (wired into `Autograde.autograde_preprocessors` by config.py), replaces that
+heuristic with the course's rule:
 
-- calls a check (`expect_*`, `no_delegation`, `launch_graded`) in its source, ran without an
-  error, and left no record: its checks did not run as written;
-- holds a record that does not hold when the grader recomputes it with its own numpy
-  (`close`: |got - expected| <= atol + rtol |expected| for every entry, recorded in full up to
-  `RECORD_MAX_VALUES` entries; `equal`: the recorded plain values are equal).
+**A test cell passes iff it ran without an error and every check it must run left a record
+whose value the grader verifies itself.**
 
-What this cannot catch (docs/THREAT_MODEL.md): code that forges records with the right values,
-which needs the expected values, i.e. the student's code running the reference or reading the
-hidden test while it runs. That is deliberate tampering; the scanner flags the hooks and
-patches it needs for a person to look at.
+- *Which checks* come from the trusted run of the instructor's solution (trusted.py), never
+  from the kernel: a cell that skipped, emptied or hid (a cell magic, an input transformer)
+  any of its checks fails.
+- *Values*: a record carries what the student's code returned; the grader compares it with
+  the trusted run's expected value, tolerance, unit and hint (the kernel's own expected
+  value, if any, is ignored; at grading time the references are withheld from the kernel, so
+  it has none). Checks that are claims (`expect_true`, `expect_raises`, the own-work guards,
+  the ranks of a distributed check) count when they ran; their limits are in
+  docs/THREAT_MODEL.md.
+- *Output kinds* neither award nor cost points: in test cells, stderr becomes an ordinary
+  stream (a harmless warning costs nothing), `execute_result` becomes display data (no
+  partial credit from a number a thread wrote), and the records are removed. Then nbgrader's
+  own rule sees exactly one fact: an error output, present iff the cell failed.
+
+A failure the student's kernel could not have produced honestly (a check that did not run
+although the cell raised nothing, a value that passed in the kernel but not here, records out
+of order) is also marked in `metadata.tas_integrity`; the grade report lists it in `flags.csv`
+as `check_records`. An ordinary wrong answer is just a failed cell with its message.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
+from pathlib import Path
 
 import numpy as np
 from nbformat.v4 import new_output
 
-from ..grading import RECORD_MIME
-from .feedback import is_test_cell
+from ..grading import RECORD_MIME, close_failure, same_value
+from .trusted import records_of, trusted_records
 
 #: Cell metadata key holding the problem found in a test cell (read by report.py).
 METADATA_KEY = "tas_integrity"
 CHECK_CALL = re.compile(r"\b(expect_\w+|no_delegation|launch_graded)\s*\(")
+CLAIMS = ("true", "raises", "own_work", "ranks")
 
 
 def records(cell) -> list[dict]:
-    return [o["data"][RECORD_MIME] for o in cell.get("outputs", [])
-            if o.get("output_type") == "display_data" and RECORD_MIME in o.get("data", {})
-            and isinstance(o["data"][RECORD_MIME], dict)]
+    return records_of(cell)
 
 
 def calls_a_check(source: str) -> bool:
@@ -46,38 +58,191 @@ def calls_a_check(source: str) -> bool:
     return bool(CHECK_CALL.search(code))
 
 
-def recheck(rec: dict) -> str | None:
-    """None when the record holds; else what is wrong, in words."""
-    what = str(rec.get("what", "a check"))
-    kind = rec.get("kind")
-    if kind == "close" and rec.get("got") is not None and rec.get("expected") is not None:
-        try:
-            g = np.array(rec["got"], dtype=np.float64)
-            e = np.array(rec["expected"], dtype=np.float64)
-            rtol, atol = float(rec.get("rtol", 0.0)), float(rec.get("atol", 0.0))
-        except (TypeError, ValueError):
-            return f"the record of '{what}' is not a pair of numbers"
-        if g.shape != e.shape or not np.all(np.isfinite(g)) or np.any(np.abs(g - e) > atol + rtol * np.abs(e)):
-            return f"'{what}' passed in the kernel but does not hold when the grader recomputes it"
-    elif kind == "equal" and rec.get("got") is not None and rec.get("expected") is not None:
-        if rec["got"] != rec["expected"]:
-            return f"'{what}' passed in the kernel but the recorded values differ"
-    return None
+def _is_test_cell(cell) -> bool:
+    md = (cell.get("metadata", {}) or {}).get("nbgrader", {}) or {}
+    return cell.get("cell_type") == "code" and bool(md.get("grade")) and not md.get("solution")
 
 
-def problem_of(cell) -> str | None:
-    """What is wrong with a test cell's run, or None (also for cells that already failed)."""
-    if not is_test_cell(cell) or any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+def _array(values, shape) -> np.ndarray | None:
+    try:
+        a = np.array(values, dtype=np.float64)
+        shape = tuple(int(s) for s in shape)
+        return a.reshape(shape) if a.size == int(np.prod(shape, dtype=np.int64)) else a
+    except (TypeError, ValueError, OverflowError):
         return None
-    recs = records(cell)
-    if not recs and calls_a_check(cell.get("source", "")):
-        return ("the checks of this test cell left no record of running: the cell was changed, skipped or its "
-                "check functions replaced while it ran. It scores zero and is flagged for your instructor.")
-    for rec in recs:
-        problem = recheck(rec)
+
+
+def _normal(x):
+    """Plain data as the records carry it (JSON: tuples become lists)."""
+    return json.loads(json.dumps(x, allow_nan=True))
+
+
+def _redo_one(call) -> object:
+    import importlib
+
+    from .withheld_view import withheld_names
+    from ..withheld import from_data
+
+    if not isinstance(call, dict):
+        return None
+    if "value" in call and len(call) == 1:
+        return call["value"]
+    name = call.get("name")
+    if name not in withheld_names():       # only the course's own references, never anything else
+        return None
+    module, _, attr = name.rpartition(".")
+    fn = getattr(importlib.import_module(module), attr)
+    out = fn(*from_data(call.get("args", [])), **from_data(call.get("kwargs", {})))
+    for key in call.get("index", []):
+        out = out[key]
+    return out
+
+
+def redo_reference(calls):
+    """The expected value of a measured check: the withheld reference calls the kernel recorded
+    (on its own measurement), redone here in the grader with the real references. None when
+    they cannot be redone."""
+    try:
+        if isinstance(calls, dict) and "list" in calls:
+            vals = [_redo_one(c) for c in calls["list"]]
+            return None if any(v is None for v in vals) else vals
+        return _redo_one(calls)
+    except Exception:  # noqa: BLE001  (bad data from the kernel: the check cannot be verified)
+        return None
+
+
+def verify(student: dict, trusted: dict) -> tuple[str | None, bool]:
+    """(problem, tampering) for one matched pair of records; (None, False) when it holds."""
+    kind = trusted.get("kind")
+    what = str(trusted.get("what", "a check"))
+    if kind == "close":
+        t_shape = trusted.get("expected_shape", trusted.get("shape", []))
+        if trusted.get("measured"):
+            if student.get("withheld"):
+                e = redo_reference(student.get("calls"))
+                if e is None:
+                    return f"{what}: the grader could not recompute the reference on your measurement", True
+                e = np.asarray(e, dtype=np.float64)
+            elif student.get("expected") is not None:
+                e = _array(student["expected"], student.get("expected_shape", student.get("shape", [])))
+            else:
+                return f"{what}: the measured expected value was not recorded", True
+        else:
+            e = _array(trusted.get("expected"), t_shape)
+        g = _array(student.get("got"), student.get("shape", []))
+        if g is None or e is None:
+            return f"{what}: the value your code returned could not be read", True
+        if bool(student.get("sampled")) != bool(trusted.get("sampled")) and g.shape == e.shape:
+            return f"{what}: the value your code returned could not be read", True
+        problem = close_failure(g, e, what, rtol=float(trusted.get("rtol", 0.0)), atol=float(trusted.get("atol", 0.0)),
+                                unit=str(trusted.get("unit", "")), hint=str(trusted.get("hint", "")))
+        # the kernel compared with a concrete expected value and let it pass: a forged pass
+        return problem, bool(problem) and not student.get("withheld")
+    if kind == "equal":
+        if "got" not in student or student.get("got") is None and trusted.get("expected") is not None:
+            return f"{what}: the value your code returned could not be recorded (use ints, strings, tuples)", False
+        g, e = _normal(student.get("got")), _normal(trusted.get("expected"))
+        if same_value(g, e):
+            return None, False
+        hint = str(trusted.get("hint", ""))
+        shown = student.get("got_repr") or repr(g)[:200]
+        problem = f"{what}: expected {e!r:.200}, got {shown}." + (f" {hint}" if hint else "")
+        return problem, not student.get("withheld")
+    if kind in CLAIMS:
+        return None, False
+    return f"{what}: a check of unknown kind {kind!r}", True
+
+
+def match(student: list[dict], trusted: list[dict]) -> tuple[list[tuple[dict, dict]], dict | None]:
+    """Pair each trusted record with the student's record of the same check, in order.
+
+    The trusted sequence must appear, in order, inside the student's (extra records, e.g.
+    from a student function that calls a check itself, are ignored). Records are matched by
+    kind and description; when descriptions differ between runs (a measured number in the
+    text) and the counts agree, by position and kind. Returns (pairs, first missing record).
+    """
+    pairs, j = [], 0
+    for t in trusted:
+        key = (t.get("kind"), t.get("what"))
+        while j < len(student) and (student[j].get("kind"), student[j].get("what")) != key:
+            j += 1
+        if j == len(student):
+            break
+        pairs.append((student[j], t))
+        j += 1
+    else:
+        return pairs, None
+    if len(student) == len(trusted) and all(s.get("kind") == t.get("kind") for s, t in zip(student, trusted)):
+        return list(zip(student, trusted)), None
+    return pairs, trusted[len(pairs)]
+
+
+def decide(cell, trusted_cell: dict) -> tuple[str | None, bool]:
+    """(problem, tampering) for a test cell that ran without an error; (None, False) if it passes."""
+    t_records = trusted_cell.get("records", [])
+    s_records = records(cell)
+    pairs, missing = match(s_records, t_records)
+    if missing is not None:
+        return (f"the check '{str(missing.get('what', ''))[:200]}' of this test cell did not run, although the cell "
+                "raised no error: the cell was changed, skipped or its checks replaced while it ran. It scores "
+                "zero and is flagged for your instructor."), True
+    for s, t in pairs:
+        problem, tampering = verify(s, t)
         if problem:
-            return problem + ". It scores zero and is flagged for your instructor."
-    return None
+            if tampering:
+                problem += (" (This passed inside your notebook's kernel but not when the grader checked the value "
+                            "itself; it scores zero and is flagged for your instructor.)")
+            return problem, tampering
+    return None, False
+
+
+def normalise_outputs(cell) -> None:
+    """Outputs that neither award nor cost points: records removed, stderr as an ordinary
+    stream, execute_result as display data (see the module docstring)."""
+    out = []
+    for o in cell.get("outputs", []):
+        kind = o.get("output_type")
+        if kind == "display_data" and RECORD_MIME in (o.get("data") or {}):
+            continue
+        if kind == "stream" and o.get("name") == "stderr":
+            o = new_output("stream", name="stdout", text=o.get("text", ""))
+        elif kind == "execute_result":
+            o = new_output("display_data", data=o.get("data", {}), metadata=o.get("metadata", {}))
+        out.append(o)
+    cell["outputs"] = out
+
+
+def _fail(cell, problem: str, tampering: bool) -> None:
+    cell.outputs.append(new_output("error", ename="GradingError", evalue=problem,
+                                   traceback=[f"GradingError: {problem}"]))
+    if tampering:
+        cell.metadata[METADATA_KEY] = problem
+
+
+def _same_source(a: str, b: str) -> bool:
+    return [ln.rstrip() for ln in a.strip().split("\n")] == [ln.rstrip() for ln in b.strip().split("\n")]
+
+
+def decide_notebook(nb, trusted_entry: dict) -> None:
+    """Apply the course's rule to every test cell of an executed notebook, in place."""
+    cells = trusted_entry.get("cells", {})
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        if not _is_test_cell(cell):
+            # records published from other cells mean nothing; never show them
+            cell["outputs"] = [o for o in cell.get("outputs", []) if not (
+                o.get("output_type") == "display_data" and RECORD_MIME in (o.get("data") or {}))]
+            continue
+        gid = cell.metadata["nbgrader"].get("grade_id", "?")
+        if gid not in cells or not _same_source(cells[gid]["source"], cell.source):
+            raise RuntimeError(f"test cell {gid} differs from the source notebook's: the assignment was changed "
+                               "after `nbgrader generate_assignment`; run it again (with --force) before grading")
+        failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+        problem, tampering = (None, False) if failed else decide(cell, cells[gid])
+        normalise_outputs(cell)
+        if problem:
+            _fail(cell, problem, tampering)
 
 
 def integrity_flags(nb) -> list[tuple[str, str]]:
@@ -90,21 +255,28 @@ def integrity_flags(nb) -> list[tuple[str, str]]:
     return out
 
 
+def source_notebook(config, resources) -> Path:
+    """The instructor's source notebook of the notebook being graded."""
+    nbg = resources.get("nbgrader", {})
+    cd = config.get("CourseDirectory", {}) if hasattr(config, "get") else {}
+    root = cd.get("root") or os.getcwd()
+    source = cd.get("source_directory") or "source"
+    return Path(root) / source / nbg["assignment"] / f"{nbg['notebook']}.ipynb"
+
+
 def _preprocessor_class():
     from nbgrader.preprocessors import NbGraderPreprocessor
 
-    class VerifyCheckRecords(NbGraderPreprocessor):
+    class DecideTestCells(NbGraderPreprocessor):
         """Autograde preprocessor (after Execute): see the module docstring."""
 
-        def preprocess_cell(self, cell, resources, index):
-            problem = problem_of(cell)
-            if problem:
-                cell.outputs.append(new_output("error", ename="GradingError", evalue=problem,
-                                               traceback=[f"GradingError: {problem}"]))
-                cell.metadata[METADATA_KEY] = problem
-            return cell, resources
+        def preprocess(self, nb, resources):
+            timeout = int((self.config.get("Execute", {}) or {}).get("timeout", 60) or 60)
+            entry = trusted_records(source_notebook(self.config, resources), timeout=timeout)
+            decide_notebook(nb, entry)
+            return nb, resources
 
-    return VerifyCheckRecords
+    return DecideTestCells
 
 
 _CLASS = None
@@ -119,7 +291,7 @@ def verify_check_records_class():
 
 
 def insert_verifier(preprocessors: list) -> list:
-    """`preprocessors` (Autograde's list) with the verifier right after the metadata is cleared
+    """`preprocessors` (Autograde's list) with the decision right after the metadata is cleared
     (ClearMetadataPreprocessor would drop its mark) and before the grades are saved."""
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.preprocessors import SaveAutoGrades

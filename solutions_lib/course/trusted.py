@@ -1,0 +1,180 @@
+"""The trusted run: the instructor's solution, executed once per notebook, outside any
+student's kernel, to learn what each test cell must check and the values it must find.
+
+The grader (integrity.py) decides a student's test cell from facts the student's kernel cannot
+fake: which checks the cell must run come from here, not from the kernel, and every value the
+kernel reports is compared with the expected value recorded here. At grading time the
+reference answers are withheld from the student's kernel (withheld_view.py), so the expected
+values of the hidden tests exist only in this run.
+
+The run executes `source/<assignment>/<notebook>.ipynb` (solutions and hidden tests) top to
+bottom in a plain kernel with `NBGRADER_EXECUTION=autograde` and `TAS_TRUSTED_RUN=1`, with the
+same seeds as every student's run, and keeps, per test cell (by grade id), the records its
+checks published (`solutions_lib.grading.RECORD_MIME`). Every cell must run without an error:
+a solution that fails its own tests is the instructor's bug and stops grading with a message.
+
+Cost: one execution per notebook, cached by a fingerprint of the source notebook, the
+`solutions_lib` sources and the Python/numpy/torch versions, in `$TAS_TRUSTED_CACHE`
+(default `~/.cache/training-at-scale/trusted`, mode 0700), shared by the course, the
+self-check and parallel graders (a file lock makes one of them run it, the others wait).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..grading import RECORD_MIME
+
+#: Bumped when the records' meaning changes, so old caches are not reused.
+FORMAT = 2
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+class TrustedRunError(RuntimeError):
+    """The instructor's solution did not run cleanly; grading cannot proceed."""
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("TAS_TRUSTED_CACHE") or Path.home() / ".cache" / "training-at-scale" / "trusted")
+    d.mkdir(parents=True, exist_ok=True)
+    try:
+        os.chmod(d, 0o700)
+    except OSError:
+        pass
+    return d
+
+
+_LIB_HASH: str | None = None
+
+
+def _library_hash() -> str:
+    global _LIB_HASH
+    if _LIB_HASH is None:
+        h = hashlib.sha256()
+        for p in sorted(_PACKAGE.rglob("*.py")):
+            h.update(str(p.relative_to(_PACKAGE)).encode())
+            h.update(p.read_bytes())
+        _LIB_HASH = h.hexdigest()
+    return _LIB_HASH
+
+
+def fingerprint(source_nb: Path) -> str:
+    import numpy
+
+    h = hashlib.sha256()
+    h.update(f"format {FORMAT}\n".encode())
+    h.update(Path(source_nb).read_bytes())
+    h.update(_library_hash().encode())
+    versions = [sys.version, numpy.__version__]
+    try:
+        from importlib.metadata import version
+        versions.append(version("torch"))
+    except Exception:  # noqa: BLE001
+        versions.append("no torch")
+    h.update("\n".join(versions).encode())
+    return h.hexdigest()[:32]
+
+
+def records_of(cell) -> list[dict]:
+    return [o["data"][RECORD_MIME] for o in cell.get("outputs", [])
+            if o.get("output_type") == "display_data" and isinstance(o.get("data"), dict)
+            and isinstance(o["data"].get(RECORD_MIME), dict)]
+
+
+def _is_test_cell(cell) -> bool:
+    md = (cell.get("metadata", {}) or {}).get("nbgrader", {}) or {}
+    return cell.get("cell_type") == "code" and bool(md.get("grade")) and not md.get("solution")
+
+
+def execute(source_nb: Path, timeout: int) -> dict:
+    """Run `source_nb` as described in the module docstring; returns the cache entry."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    source_nb = Path(source_nb).resolve()
+    nb = nbformat.read(source_nb, as_version=4)
+    work = Path(tempfile.mkdtemp(prefix="tas-trusted-"))
+    try:
+        for p in source_nb.parent.iterdir():
+            if p.suffix != ".ipynb" and p.is_file() and not p.is_symlink():
+                shutil.copy2(p, work / p.name)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TAS_TRUSTED_CACHE")}
+        env.update(NBGRADER_EXECUTION="autograde", TAS_TRUSTED_RUN="1", PYTHONHASHSEED="0")
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                                resources={"metadata": {"path": str(work)}}, shutdown_kernel="immediate",
+                                extra_arguments=["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"])
+        client.km = client.create_kernel_manager()
+        old = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)
+        try:
+            client.execute()
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    cells: dict[str, dict] = {}
+    for i, cell in enumerate(nb.cells):
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        gid = ((cell.get("metadata", {}) or {}).get("nbgrader", {}) or {}).get("grade_id", f"cell {i}")
+        if errors:
+            e = errors[0]
+            raise TrustedRunError(f"{source_nb}: the instructor's solution fails in cell {gid}: "
+                                  f"{e.get('ename')}: {str(e.get('evalue'))[:500]}")
+        if _is_test_cell(cell):
+            cells[gid] = {"source": cell.source, "records": records_of(cell)}
+    return {"format": FORMAT, "notebook": str(source_nb), "cells": cells}
+
+
+def trusted_records(source_nb: Path, timeout: int = 60) -> dict:
+    """The cache entry for `source_nb` (running it first when it is not cached yet):
+    {"cells": {grade_id: {"source": ..., "records": [...]}}}."""
+    source_nb = Path(source_nb)
+    if not source_nb.is_file():
+        raise TrustedRunError(f"no source notebook {source_nb}: the grader needs the instructor's solution")
+    key = fingerprint(source_nb)
+    d = cache_dir()
+    path = d / f"{key}.json"
+    with open(d / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            try:
+                entry = json.loads(path.read_text())
+                if entry.get("format") == FORMAT:
+                    return entry
+            except (OSError, ValueError):
+                pass
+        tmp = d / f"{key}.{os.getpid()}.tmp"
+        p = subprocess.run([sys.executable, "-m", "solutions_lib.course.trusted", str(source_nb), str(tmp),
+                            str(int(timeout))], capture_output=True, text=True)
+        if p.returncode != 0 or not tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            raise TrustedRunError(f"the trusted run of {source_nb} failed:\n{p.stderr[-3000:]}")
+        os.replace(tmp, path)
+        return json.loads(path.read_text())
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 3:
+        print("usage: python -m solutions_lib.course.trusted SOURCE.ipynb OUT.json TIMEOUT", file=sys.stderr)
+        return 2
+    try:
+        entry = execute(Path(argv[0]), int(argv[2]))
+    except TrustedRunError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    Path(argv[1]).write_text(json.dumps(entry))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

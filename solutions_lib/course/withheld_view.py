@@ -1,0 +1,140 @@
+"""The copy of `solutions_lib` that a grading kernel sees: reference answers withheld.
+
+A student's kernel at grading time must not be able to compute the expected values of the
+hidden tests, nor call the reference instead of building an answer. The sandbox (sandbox.py)
+therefore binds this *view* of the package where the real one would be: the same modules, but
+every name in `WITHHELD` (the reference answers that the tests use as oracles) replaced by a
+`solutions_lib.withheld.Withheld` stand-in. The course tooling (`solutions_lib.course`) is left
+out entirely. Test cells run unchanged: `ref.step_decay(*case)` gives a Withheld value, the
+check records what the student's function returned, and the grader compares it with the
+trusted run (trusted.py, integrity.py).
+
+Everything that is not an answer stays real: the lab kit (launcher, counters, models, data
+generators), plotting and simulation helpers, published constants. `withheld_names()` lists
+what is withheld; `tests/test_withheld_view.py` checks that every withheld name exists and that
+the view imports.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+#: module (relative to solutions_lib) -> names withheld at grading time: each is an answer a
+#: student builds, or the oracle a test compares an answer with.
+WITHHELD: dict[str, tuple[str, ...]] = {
+    "attention": ("crossover_seq_len", "flash_attention_forward", "online_softmax", "score_saturation"),
+    "batch_scaling": ("linear_scaling_table", "loglog_slope", "plan_per_gpu_batch", "scale_lr"),
+    "checkpointing": ("adaptive_interval", "checkpoint_overhead", "daly_interval", "first_order_waste",
+                      "hazard_from_probability", "io_seconds", "young_interval"),
+    "comms": ("all_gather_time", "allreduce_crossover_bytes", "alpha_beta_time", "amdahl_from_profile",
+              "amdahl_speedup", "bucket_comm_times", "bucketed_step_time", "bus_bandwidth", "expected_max_step_time",
+              "fit_alpha_beta", "flat_allreduce_time", "hierarchical_allreduce_time", "overlap_step_time",
+              "reduce_scatter_time", "ring_allreduce_time", "speedup_from_step_time", "steps_per_epoch",
+              "tree_allreduce_time"),
+    "compute": ("gemm_arithmetic_intensity", "square_gemm_ridge_dim", "training_flops"),
+    "cost": ("TrainingCostEstimator",),
+    "data": ("corpus_tokens", "epochs", "exact_duplicates", "first_step_detected", "jaccard", "minhash_signature",
+             "pack_documents", "pack_sequences", "packing_utilization", "token_budget"),
+    "debugging": ("causal_mask_problems", "clip_grad_norm", "label_shift_problems", "padding_mask_problems",
+                  "run_launch_checklist"),
+    "memory": ("activation_bytes_per_layer", "checkpoint_epoch_time", "checkpoint_layout_bytes",
+               "checkpointed_activation_bytes", "fits_on", "min_zero_stage", "model_state_bytes", "optimal_interval",
+               "predicted_transformer_activation_bytes", "recompute_overhead", "training_memory", "zero_bytes_per_rank",
+               "zero_table"),
+    "numerics": ("accumulate_updates", "ieee_limits", "scaled_roundtrip", "simulate_grad_scaler", "trailing_median"),
+    "optim": ("adamw_step", "clip_grad_norm", "trust_ratio"),
+    "parallel": ("column_parallel_shard", "dp_comm_bytes_per_step", "heads_per_rank", "min_micro_batches_for_bubble",
+                 "pipeline_bubble_fraction", "pipeline_bubble_ratio", "row_parallel_shard", "sharding_bytes_per_rank",
+                 "tp_comm_bytes_per_layer"),
+    "roofline": ("fit_roofline",),
+    "scaling": ("chinchilla_loss", "chinchilla_optimal", "inference_aware_optimal", "tokens_for_loss"),
+    "schedules": ("check_pretraining_design", "cosine_with_restarts", "design_pretraining_schedule",
+                  "diagnose_lr_trace", "fit_schedule_to_budget", "inverse_sqrt", "linear_warmup", "one_cycle",
+                  "polynomial_decay", "sgdr_restarts", "step_decay", "steps_from_fraction", "tokens_before_cooldown", "warmup_cosine",
+                  "wsd"),
+}
+
+
+def withheld_names() -> list[str]:
+    return [f"solutions_lib.{m}.{n}" for m, names in sorted(WITHHELD.items()) for n in names]
+
+
+class _Withhold(ast.NodeTransformer):
+    def __init__(self, module: str, names: set[str]):
+        self.module, self.names, self.done = module, names, set()
+
+    def visit_Module(self, node):
+        body = []
+        for stmt in node.body:
+            name = getattr(stmt, "name", None)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and name in self.names:
+                body.append(ast.parse(f"{name} = _Withheld('solutions_lib.{self.module}.{name}')").body[0])
+                self.done.add(name)
+            else:
+                body.append(stmt)
+        # after the docstring and `from __future__` imports
+        i = 0
+        while i < len(body) and (isinstance(body[i], ast.ImportFrom) and body[i].module == "__future__" or
+                                 i == 0 and isinstance(body[i], ast.Expr) and isinstance(getattr(body[i], "value", None), ast.Constant)):
+            i += 1
+        body.insert(i, ast.parse("from solutions_lib.withheld import Withheld as _Withheld").body[0])
+        node.body = body
+        return node
+
+
+def withheld_source(module: str, source: str) -> str:
+    """`source` of `solutions_lib.<module>` with its WITHHELD names replaced (see the module docstring)."""
+    names = set(WITHHELD.get(module, ()))
+    tree = ast.parse(source)
+    t = _Withhold(module, names)
+    tree = t.visit(tree)
+    missing = names - t.done
+    if missing:
+        raise ValueError(f"solutions_lib.{module} defines no top-level {sorted(missing)} to withhold")
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def _package_hash() -> str:
+    h = hashlib.sha256()
+    for p in sorted(_PACKAGE.rglob("*.py")):
+        h.update(str(p.relative_to(_PACKAGE)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def build_view(dest_root: str | os.PathLike | None = None) -> Path:
+    """The view's `solutions_lib` folder (built once per package version; returns its path)."""
+    base = Path(dest_root or tempfile.gettempdir()) / f"tas-view-{_package_hash()}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    pkg = base / "solutions_lib"
+    if (base / "ready").is_file():
+        return pkg
+    tmp = Path(tempfile.mkdtemp(prefix="tas-view-build-", dir=base.parent))
+    try:
+        out = tmp / "solutions_lib"
+        for src in sorted(_PACKAGE.rglob("*.py")):
+            rel = src.relative_to(_PACKAGE)
+            if rel.parts[0] in ("course",) or "__pycache__" in rel.parts:
+                continue
+            dst = out / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            module = ".".join(rel.with_suffix("").parts)
+            text = src.read_text(encoding="utf-8")
+            dst.write_text(withheld_source(module, text) if module in WITHHELD else text, encoding="utf-8")
+        for d in [tmp, *tmp.rglob("*")]:
+            os.chmod(d, 0o755 if d.is_dir() else 0o644)
+        (tmp / "ready").write_text("ok\n")
+        try:
+            os.rename(tmp, base)
+        except OSError:          # another grader built it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return pkg

@@ -1,0 +1,239 @@
+"""The grading contract (shared DESIGN.md), proven with stock `nbgrader autograde` in a course
+root with the default configuration (sandbox on, references withheld, the grader's own rule).
+
+One small assignment, `01_contract`: a calculator answer (`ring_time`, checked against the
+withheld reference `solutions_lib.comms.ring_allreduce_time`) and a build-it answer
+(`softmax_rows`, which must not call torch's softmax). A class of students, each one attack of
+issue 14 classes 1-2 (points without an answer, forged records, peeking at the expected value,
+delegating from a background thread) or one harmless habit of an honest student (a warning on
+stderr), is graded in one batch. Each scores exactly what it deserves; tampering is flagged.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from solutions_lib.course import notebooks as nbs
+from solutions_lib.course.grader import Course, read_results
+from solutions_lib.course.integrity import METADATA_KEY, decide, match, normalise_outputs, verify
+from solutions_lib.course.sandbox import sandbox_available
+from solutions_lib.grading import RECORD_MIME
+
+from conftest import ROOT
+
+A = "01_contract"
+_ok, _why = sandbox_available()
+
+RING = ("def ring_time(n, nbytes, alpha, bandwidth):\n"
+        "    ### BEGIN SOLUTION\n"
+        "    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / bandwidth\n"
+        "    ### END SOLUTION")
+RING_TESTS = ("import numpy as np\n"
+              "import solutions_lib.comms as ref\n"
+              "from solutions_lib.grading import expect_close\n"
+              "expect_close(ring_time(2, 1e6, 0.0, 1e9), ref.ring_allreduce_time(2, 1e6, 0.0, 1e9), 'ring_time(2, 1 MB)')\n"
+              "### BEGIN HIDDEN TESTS\n"
+              "rng = np.random.default_rng(5)\n"
+              "cases = [(int(rng.integers(2, 64)), float(10 ** rng.uniform(3, 9)), float(10 ** rng.uniform(-6, -4)),\n"
+              "          float(10 ** rng.uniform(9, 11))) for _ in range(5)]\n"
+              "expected = [ref.ring_allreduce_time(*c) for c in cases]\n"
+              "for c, e in zip(cases, expected):\n"
+              "    expect_close(ring_time(*c), e, f'ring_time{c}', rtol=1e-9)\n"
+              "### END HIDDEN TESTS")
+SOFTMAX = ("import numpy as np\n\n"
+           "def softmax_rows(x):\n"
+           "    ### BEGIN SOLUTION\n"
+           "    x = np.asarray(x, dtype=float)\n"
+           "    z = np.exp(x - x.max(axis=1, keepdims=True))\n"
+           "    return z / z.sum(axis=1, keepdims=True)\n"
+           "    ### END SOLUTION")
+SOFTMAX_TESTS = ("import numpy as np\n"
+                 "import torch\n"
+                 "from solutions_lib.grading import expect_close, no_delegation\n"
+                 "expect_close(softmax_rows(np.zeros((1, 2))), [[0.5, 0.5]], 'softmax_rows of a zero row')\n"
+                 "### BEGIN HIDDEN TESTS\n"
+                 "x = np.random.default_rng(7).normal(size=(4, 6))\n"
+                 "with no_delegation('softmax_rows', torch.softmax, torch.nn.functional.softmax, torch.Tensor.softmax):\n"
+                 "    got = softmax_rows(x)\n"
+                 "expect_close(got, torch.softmax(torch.tensor(x), dim=1).numpy(), 'softmax_rows(x)', rtol=1e-9)\n"
+                 "### END HIDDEN TESTS")
+
+
+def contract_notebook() -> nbformat.NotebookNode:
+    return nbs.normalise(nbs.new_notebook([
+        nbs.markdown("# Contract", locked=True),
+        nbs.answer("ring", RING),
+        nbs.tests("ring_tests", RING_TESTS, 2, ["TH-09"]),
+        nbs.answer("softmax", SOFTMAX),
+        nbs.tests("softmax_tests", SOFTMAX_TESTS, 2, ["TSX-09"]),
+    ]))
+
+
+WRONG_RING = "\ndef ring_time(n, nbytes, alpha, bandwidth):\n    return (n - 1) * alpha + nbytes / bandwidth\n"
+
+# student -> (code put before the ring answer, code after it, code after the softmax answer,
+#             expected (ring points, softmax points), flagged test cells)
+CLASS = {
+    "good": ("", "", "", (2, 2), set()),
+    "wrong": ("", WRONG_RING, "", (0, 2), set()),
+    # a correct answer that warns on stderr (numpy overflow in a cast, a RuntimeWarning)
+    "warns": ("", "\nimport warnings\n_rt = ring_time\ndef ring_time(*a):\n"
+              "    warnings.warn('harmless', RuntimeWarning)\n    np.float32(1e300)\n    return _rt(*a)\n"
+              "import numpy as np\nimport sys\nprint('note', file=sys.stderr)\n",
+              "\n_sm = softmax_rows\ndef softmax_rows(x):\n    import sys\n    print('a warning', file=sys.stderr)\n"
+              "    return _sm(x)\n", (2, 2), set()),
+    # class 1: a number displayed into the test cell before it raises (nbgrader's partial credit)
+    "displayhook": ("import sys", WRONG_RING.replace("    return", "    sys.displayhook(2.0)\n    return"), "", (0, 2), set()),
+    # class 1: an input transformer that empties every later test cell
+    "empties": ("get_ipython().input_transformers_cleanup.append(\n"
+                "    lambda lines: [] if any('expect_' in l for l in lines) else lines)", WRONG_RING, "", (0, 0),
+                {"ring_tests", "softmax_tests"}),
+    # class 2: the check replaced through an indirection, publishing a record that says "passed"
+    "forger": ("import sys, solutions_lib.grading\n"
+               "from IPython.display import publish_display_data as _pub\n"
+               "def _fake(got, expected, what, **kw):\n"
+               "    _pub({'application/vnd.tas.check+json': {'kind': 'close', 'what': what, 'got': 0.0, 'expected': 0.0,\n"
+               "          'shape': [], 'expected_shape': [], 'rtol': 1.0, 'atol': 1.0}})\n"
+               "vars(sys.modules['solutions_lib.grading'])['expect_close'] = _fake", WRONG_RING, "", (0, 0),
+               {"ring_tests", "softmax_tests"}),
+    # class 2: an answer object that looks for the expected value in the check's frames
+    "frame_reader": ("", "\nimport sys\nclass _Peek:\n    def __float__(self):\n"
+                         "        f = sys._getframe(1)\n        while f is not None:\n"
+                         "            if 'expected' in f.f_locals: return float(f.f_locals['expected'])\n"
+                         "            f = f.f_back\n        return 0.0\n"
+                         "def ring_time(*a):\n    return _Peek()\n", "", (0, 2), set()),
+    # the answer calls the reference it should compute (withheld at grading time)
+    "calls_reference": ("", "\nimport solutions_lib.comms as _c\ndef ring_time(*a):\n    return _c.ring_allreduce_time(*a)\n",
+                        "", (0, 2), set()),
+    # class 2: the build-it answer delegated to torch from a thread started before the check
+    "thread_delegation": ("", "", "\nimport threading, queue, torch\n_q, _r = queue.Queue(), queue.Queue()\n"
+                          "def _worker():\n    while True:\n        _r.put(torch.softmax(torch.tensor(_q.get()), dim=1).numpy())\n"
+                          "threading.Thread(target=_worker, daemon=True).start()\n"
+                          "def softmax_rows(x):\n    _q.put(np.asarray(x, dtype=float))\n    return _r.get()\n", (2, 0), set()),
+}
+
+
+def _submission(before: str, after_ring: str, after_softmax: str) -> nbformat.NotebookNode:
+    nb = contract_notebook()
+    for cell in nb.cells:
+        gid = nbs.nbgrader_md(cell).get("grade_id")
+        if gid == "ring":
+            cell.source = before + "\n" + nbs.strip_solution_markers(cell.source) + after_ring
+        elif gid == "softmax":
+            cell.source = nbs.strip_solution_markers(cell.source) + after_softmax
+    return nb
+
+
+def _course(tmp_path: Path) -> Path:
+    root = tmp_path / "course"
+    src = root / "source" / A
+    src.mkdir(parents=True)
+    nbs.write(contract_notebook(), src / "contract.ipynb")
+    (root / "nbgrader_config.py").write_text(
+        "import sys, os\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from solutions_lib.course.config import apply_course_config\n"
+        "c = get_config()\n"
+        "apply_course_config(c, root=os.path.dirname(os.path.abspath(__file__)), cell_timeout=30)\n")
+    return root
+
+
+@pytest.mark.nbgrader
+@pytest.mark.skipif(not _ok, reason=_why or "sandbox unavailable")
+def test_contract_class_scores_what_it_deserves(tmp_path, monkeypatch):
+    root = _course(tmp_path)
+    monkeypatch.setenv("TAS_COURSE_ROOT", str(root))
+    monkeypatch.setenv("TAS_TRUSTED_CACHE", str(tmp_path / "trusted"))
+    course = Course(root)
+    course.generate(A)
+    for student, (before, after_ring, after_softmax, _, _) in CLASS.items():
+        course.submit(student, A, {"contract.ipynb": _submission(before, after_ring, after_softmax)})
+    proc = subprocess.run([str(Path(sys.executable).with_name("nbgrader")), "autograde", A, "--force"],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    for student, (_, _, _, (ring, softmax), flagged) in CLASS.items():
+        res = read_results(root, A, student)
+        got = {c.grade_id: c.points for nb in res.notebooks for c in nb.cells}
+        assert (got.get("ring_tests"), got.get("softmax_tests")) == (ring, softmax), (student, got, res)
+        graded = nbformat.read(root / "autograded" / student / A / "contract.ipynb", as_version=4)
+        marked = {nbs.nbgrader_md(c)["grade_id"] for c in graded.cells if c.metadata.get(METADATA_KEY)}
+        assert marked == flagged, (student, marked)
+        for cell in graded.cells:
+            for o in cell.get("outputs", []):
+                assert RECORD_MIME not in o.get("data", {}), student   # records consumed by the grader
+                if nbs.nbgrader_md(cell).get("grade"):
+                    assert o.get("output_type") != "execute_result" and o.get("name") != "stderr", student
+        # every lost point says why
+        for nb in res.notebooks:
+            for c in nb.cells:
+                if c.points == 0:
+                    assert c.messages and all(len(m) > 20 for m in c.messages), (student, c)
+    msgs = {c.grade_id: c.messages for nb in read_results(root, A, "calls_reference").notebooks for c in nb.cells}
+    assert "withheld" in " ".join(msgs["ring_tests"]), msgs
+    msgs = {c.grade_id: c.messages for nb in read_results(root, A, "thread_delegation").notebooks for c in nb.cells}
+    assert "background thread" in " ".join(msgs["softmax_tests"]), msgs
+    msgs = {c.grade_id: c.messages for nb in read_results(root, A, "wrong").notebooks for c in nb.cells}
+    assert "expected" in " ".join(msgs["ring_tests"]) and "got" in " ".join(msgs["ring_tests"]), msgs
+
+
+# ---------------------------------------------------------------- the rule, unit by unit
+
+
+def _rec(**r):
+    return nbformat.v4.new_output("display_data", data={RECORD_MIME: r})
+
+
+def _test_cell(outputs):
+    cell = nbformat.v4.new_code_cell("expect_close(f(1), ref.f(1), 'f(1)')")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "points": 1}
+    cell.outputs = list(outputs)
+    return cell
+
+
+TRUSTED = {"records": [{"kind": "close", "what": "f(1)", "got": [2.0], "expected": [2.0], "expected_shape": [],
+                        "shape": [], "rtol": 1e-9, "atol": 0.0, "unit": "", "hint": "double it"},
+                       {"kind": "raises", "what": "f(-1)"}]}
+
+
+def test_a_cell_passes_only_with_every_trusted_check_verified():
+    ok = [_rec(kind="close", what="f(1)", got=2.0, shape=[], withheld=True), _rec(kind="raises", what="f(-1)")]
+    assert decide(_test_cell(ok), TRUSTED) == (None, False)
+    wrong = [_rec(kind="close", what="f(1)", got=3.0, shape=[], withheld=True), _rec(kind="raises", what="f(-1)")]
+    problem, tampering = decide(_test_cell(wrong), TRUSTED)
+    assert "expected 2, got 3" in problem and "double it" in problem and not tampering
+    # one valid record does not stand for the whole cell
+    problem, tampering = decide(_test_cell(ok[:1]), TRUSTED)
+    assert "did not run" in problem and tampering
+    # a record whose kernel-side expected value was forged: the grader's expected value decides
+    forged = [_rec(kind="close", what="f(1)", got=3.0, expected=3.0, shape=[], expected_shape=[]), ok[1]]
+    problem, tampering = decide(_test_cell(forged), TRUSTED)
+    assert problem and tampering
+    # extra records (a student's own checks) are ignored; order matters
+    assert decide(_test_cell([_rec(kind="true", what="mine"), *ok]), TRUSTED) == (None, False)
+    assert match(list(reversed([dict(o["data"][RECORD_MIME]) for o in ok])), TRUSTED["records"])[1] is not None
+
+
+def test_output_kinds_neither_award_nor_cost_points():
+    from nbgrader.utils import determine_grade
+
+    cell = _test_cell([nbformat.v4.new_output("execute_result", data={"text/plain": "1.0"}, execution_count=1),
+                       nbformat.v4.new_output("stream", name="stderr", text="RuntimeWarning: overflow\n"),
+                       _rec(kind="raises", what="x")])
+    normalise_outputs(cell)
+    assert [o["output_type"] for o in cell.outputs] == ["display_data", "stream"]
+    assert cell.outputs[1]["name"] == "stdout"
+    assert determine_grade(cell) == (1.0, 1.0)
+
+
+def test_verify_equal_and_claims():
+    t = {"kind": "equal", "what": "n", "expected": [2, 3], "hint": ""}
+    assert verify({"kind": "equal", "what": "n", "got": [2, 3], "withheld": True}, t) == (None, False)
+    assert verify({"kind": "equal", "what": "n", "got": [2, 4], "withheld": True}, t)[0]
+    assert verify({"kind": "equal", "what": "n", "got": True, "withheld": True},
+                  {"kind": "equal", "what": "n", "expected": 1})[0]   # True is not 1
+    assert verify({"kind": "own_work", "what": "x"}, {"kind": "own_work", "what": "x"}) == (None, False)
