@@ -73,3 +73,47 @@ def test_report_rows_for_solved_blank_crashed_flagged_and_missing(fixture_course
     assert by_student == {"crashed": {("exercises.ipynb", "square", "process_exit")},
                           "flagged": {("theory.ipynb", "double", "ipython_hook")}}
     assert rep.flagged() == {"crashed": {"process_exit"}, "flagged": {"ipython_hook"}}
+
+
+def test_report_survives_hostile_and_broken_notebooks(fixture_course):
+    """One student's broken autograded copy, hostile submitted notebooks and an undecodable
+    folder name are reported as such; the rest of the class is still reported."""
+    import os
+    import shutil
+
+    course = Course(fixture_course, cell_timeout=5)
+    course.generate(FIXTURE)
+    rel = {n: course.release_notebook(FIXTURE, n) for n in ("exercises.ipynb", "theory.ipynb")}
+    src = {n: nbs.read(fixture_course / "source" / FIXTURE / n) for n in rel}
+    course.submit("solved", FIXTURE, {n: solved_version(rel[n], src[n]) for n in rel})
+    course.autograde(FIXTURE, "solved")
+
+    sub, ag = fixture_course / "submitted", fixture_course / "autograded"
+    shutil.copytree(sub / "solved", sub / "broken")
+    shutil.copytree(ag / "solved", ag / "broken")
+    (ag / "broken" / FIXTURE / "exercises.ipynb").write_text('{"cells": [')  # a truncated autograded copy
+    hostile = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": {"nbgrader": "x"}, "outputs": [], "source": "x = " + "+".join("1" * 5000)},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "source": "import os\nos._exit(0)  # \ud800\x1b[2J"},
+        [1, 2]]}
+    (sub / "hostile" / FIXTURE).mkdir(parents=True)
+    (sub / "hostile" / FIXTURE / "exercises.ipynb").write_text(json.dumps(hostile))
+    (sub / "hostile" / FIXTURE / "theory.ipynb").write_text("[" * 100_000)
+    odd = os.fsencode(sub) + b"/odd\xff"
+    os.makedirs(odd + os.fsencode(f"/{FIXTURE}"))
+    shutil.copy(sub / "solved" / FIXTURE / "theory.ipynb", os.fsdecode(odd + os.fsencode(f"/{FIXTURE}/theory.ipynb")))
+
+    write_report(fixture_course)  # every student found under submitted/
+    s = {r["student"]: r for r in _read(fixture_course / "grades_by_student.csv")}
+    q = {(r["student"], r["grade_id"]): r for r in _read(fixture_course / "grades_by_question.csv")}
+    flags = _read(fixture_course / "flags.csv")
+    assert (s["solved"]["status"], s["solved"]["points"]) == ("graded", "6")
+    assert s["broken"]["status"] == "failed_to_run" and s["broken"]["points"] == ""
+    assert "the results cannot be read" in q["broken", "square_tests"]["detail"]
+    assert s["hostile"]["status"] == "failed_to_run"
+    assert s["odd\\udcff"]["status"] == "failed_to_run"  # the undecodable byte, escaped
+    hostile_flags = {(f["notebook"], f["rule"]) for f in flags if f["student"] == "hostile"}
+    assert {("exercises.ipynb", "unreadable"), ("exercises.ipynb", "process_exit"),
+            ("theory.ipynb", "unreadable")} <= hostile_flags
+    assert all(f["snippet"].startswith("cannot analyse: ") for f in flags if f["rule"] == "unreadable")
+    assert not any("\x1b" in f["snippet"] for f in flags)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import gradebook_url
-from .grader import read_results
+from .grader import NotebookResult, read_results
 from .intake import intake_problem
 from .scanner import Finding, scan_file
 
@@ -76,6 +76,31 @@ def _integrity_flags(path: Path) -> list[tuple[str, str]]:
         return []
 
 
+def _notebooks(folder: Path) -> list[Path]:
+    """The *.ipynb in `folder`, sorted; none when it cannot be listed (reported elsewhere)."""
+    try:
+        return sorted(folder.glob("*.ipynb")) if folder.is_dir() else []
+    except OSError:
+        return []
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return True  # there but unreadable: read_results says why
+
+
+def _results(root: Path, a: str, student: str, names) -> dict:
+    """{notebook: NotebookResult}; a student whose results cannot be read (a hostile or broken
+    autograded copy) has every notebook failed, with the reason, and the class goes on."""
+    try:
+        return {n.name: n for n in read_results(root, a, student).notebooks}
+    except Exception as e:  # noqa: BLE001
+        why = f"the results cannot be read: {type(e).__name__}: {e}"[:300]
+        return {n: NotebookResult(n, "failed", detail=why) for n in names}
+
+
 def _fmt(x: float) -> str:
     return f"{x:g}"
 
@@ -93,14 +118,14 @@ def build_report(root: Path, students: list[str] | None = None, assignments: lis
         for a in names:
             sub_dir = submitted / student / a
             nb_flags: dict[str, list] = {}
-            for nb_path in sorted(sub_dir.glob("*.ipynb")) if sub_dir.is_dir() else []:
+            for nb_path in _notebooks(sub_dir):
                 if intake_problem(nb_path):  # refused at intake (link, FIFO, device, too big): never opened
                     continue
                 for f in scan_file(nb_path, root):
                     nb_flags.setdefault(nb_path.name, []).append(f)
                     rep.flags.append({"student": student, "assignment": a, "notebook": nb_path.name,
                                       "cell": f.cell, "line": f.line, "rule": f.rule, "snippet": f.snippet})
-            for nb_path in sorted((root / "autograded" / student / a).glob("*.ipynb")):
+            for nb_path in _notebooks(root / "autograded" / student / a):
                 if intake_problem(nb_path, max_bytes=0):  # only files nbgrader wrote are read
                     continue
                 for gid, problem in _integrity_flags(nb_path):
@@ -108,8 +133,7 @@ def build_report(root: Path, students: list[str] | None = None, assignments: lis
                     nb_flags.setdefault(nb_path.name, []).append(f)
                     rep.flags.append({"student": student, "assignment": a, "notebook": nb_path.name,
                                       "cell": f.cell, "line": f.line, "rule": f.rule, "snippet": f.snippet})
-            res = read_results(root, a, student) if sub_dir.is_dir() else None
-            by_nb = {n.name: n for n in res.notebooks} if res else {}
+            by_nb = _results(root, a, student, layout[a]) if _is_dir(sub_dir) else {}
             points = max_points = manual = 0.0
             failed, missing, ran = [], [], 0
             for nb_name, cells in sorted(layout[a].items()):
@@ -160,7 +184,7 @@ def build_report(root: Path, students: list[str] | None = None, assignments: lis
 
 
 def _write(path: Path, fields: list[str], rows: list[dict]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with open(path, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:  # undecodable names
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
