@@ -275,3 +275,127 @@ def test_instructor_sees_assignment_in_formgrader(instructor_lab, page, shots):
     status = lab.get_json("/formgrader/api/assignments")
     names = [a["name"] for a in status]
     assert ASSIGNMENT in names, _report(shots, f"formgrader API lists {names}")
+
+
+# ------------------------------------------------------------------ a hostile written answer
+#
+# A tiny second assignment in the same course: a student whose written answer holds a
+# <script> and an <img onerror> that set a window flag and give themselves the written
+# answer's point through the Formgrader's own API (PUT /formgrader/api/grade/<id>, with the
+# page's XSRF cookie), as soon as an instructor opens the submission. Autograde (stock nbgrader)
+# neutralises the answer (solutions_lib/course/neutralise.py). A control student's autograded
+# copy gets the raw answer back (what autograde wrote before the neutraliser): there the same
+# script must run, which shows the probe would see it.
+
+XSS_ASSIGNMENT = "00_xss"
+XSS_SCRIPT = (  # the page's own jQuery (its XSRF prefilter) and the token of the page's URL
+    "window.tas_pwned = 1; setTimeout(function () {"
+    " var sid = location.pathname.split('/').filter(Boolean).pop();"
+    " var q = location.search.indexOf('token=') < 0 ? '' : '?token=' + location.search.split('token=')[1].split('&')[0];"
+    " $.ajax({url: base_url + '/api/grades' + q, data: {submission_id: sid}, dataType: 'json',"
+    " error: function (x) { console.log('tas error ' + x.status + ' ' + String(x.responseText).slice(0, 200)); },"
+    " success: function (gs) { gs.forEach(function (g) {"
+    " if (g.name === 'explain') { g.manual_score = 1; $.ajax({url: base_url + '/api/grade/' + g.id + q,"
+    " method: 'PUT', contentType: 'application/json', data: JSON.stringify(g)}); } }); } }); }, 300);")
+XSS_ANSWER = ("Tripling is linear.\n\n<script>" + XSS_SCRIPT + "</script>\n\n"
+              "<img src=\"x\" onerror=\"window.tas_pwned_img = 1\">\n")
+
+
+@pytest.fixture(scope="module")
+def xss_submissions(course):
+    import subprocess
+    import sys
+
+    root = course["root"]
+    nb = nbs.new_notebook([
+        nbs.markdown("# XSS fixture", locked=True),
+        nbs.answer("triple", "def triple(x):\n    ### BEGIN SOLUTION\n    return 3 * x\n    ### END SOLUTION"),
+        nbs.tests("triple_tests", "from solutions_lib.grading import expect_close\n"
+                  "expect_close(triple(3), 9, 'triple(3)')", 1, ["TSX-01"]),
+        nbs.written("explain", "### BEGIN SOLUTION\nLinear.\n### END SOLUTION", 1, ["TSX-01"]),
+    ])
+    (root / "source" / XSS_ASSIGNMENT).mkdir(parents=True, exist_ok=True)
+    nbs.write(nbs.normalise(nb), root / "source" / XSS_ASSIGNMENT / "xss.ipynb")
+    grader = Course(root)
+    grader.generate(XSS_ASSIGNMENT)
+    sub = grader.release_notebook(XSS_ASSIGNMENT, "xss.ipynb")
+    for c in sub.cells:
+        if nbs.nbgrader_md(c).get("grade_id") == "triple":
+            c.source = "def triple(x):\n    return 3 * x"
+        elif nbs.nbgrader_md(c).get("grade_id") == "explain":
+            c.source = XSS_ANSWER
+    for student in ("s_xss", "s_control"):
+        grader.submit(student, XSS_ASSIGNMENT, {"xss.ipynb": sub})
+    proc = subprocess.run([str(Path(sys.executable).with_name("nbgrader")), "autograde", XSS_ASSIGNMENT, "--force"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the control: its autograded copy as it was before the neutraliser
+    path = root / "autograded" / "s_control" / XSS_ASSIGNMENT / "xss.ipynb"
+    ctl = nbformat.read(path, as_version=4)
+    cell = next(c for c in ctl.cells if nbs.nbgrader_md(c).get("grade_id") == "explain")
+    assert cell.source != XSS_ANSWER and "Shown as text" in cell.source, "autograde should have neutralised it"
+    cell.source = XSS_ANSWER
+    nbformat.write(ctl, path)
+    return root
+
+
+def _explain_grade(root: Path, student: str):
+    from nbgrader.api import Gradebook
+
+    from solutions_lib.course.config import gradebook_url
+    with Gradebook(gradebook_url(root)) as gb:
+        sub = gb.find_submission_notebook("xss", XSS_ASSIGNMENT, student)
+        grade = next(g for g in sub.grades if g.name == "explain")
+        return sub.id, grade.manual_score
+
+
+def _open_submission(page, lab, submission_id: str) -> dict:
+    """Open the Formgrader's page for one submission; return the window flags the student's
+    code set (in any frame) and the non-GET requests to the Formgrader API seen meanwhile."""
+    writes, api = [], []
+
+    def seen(r):
+        if "/formgrader/api/" in r.url:
+            api.append(f"{r.method} {r.url}")
+            if r.method != "GET":
+                writes.append(f"{r.method} {r.url}")
+    page.on("request", seen)
+    page.on("console", lambda m: api.append("console: " + m.text))
+    page.goto(lab.page_url(f"/formgrader/submissions/{submission_id}/"), wait_until="domcontentloaded")
+    page.locator(".nbgrader-label, #explain").first.wait_for(state="attached", timeout=UI_TIMEOUT)
+    try:
+        page.wait_for_load_state("networkidle", timeout=8_000)
+    except Exception:
+        pass
+    page.wait_for_timeout(1_500)  # the script's own 300 ms timer and its two requests
+    flags = set()
+    for frame in page.frames:
+        try:
+            flags |= set(frame.evaluate("() => Object.keys(window).filter(k => k.startsWith('tas_pwned'))"))
+        except Exception:
+            pass
+    page.remove_listener("request", seen)
+    return {"flags": sorted(flags), "writes": writes, "api": api, "errors": list(page.console_errors)}
+
+
+def test_formgrader_runs_no_student_script(instructor_lab, xss_submissions, page, shots):
+    lab, root = instructor_lab, xss_submissions
+    t0 = time.monotonic()
+    sid, before = _explain_grade(root, "s_xss")
+    assert before is None
+    seen = _open_submission(page, lab, sid)
+    shots(page, "hostile_submission")
+    text = page.locator("body").inner_text()
+    assert "Tripling is linear." in text and "window.tas_pwned = 1" in text, _report(
+        shots, "the answer should be shown as text", text[:2000])
+    assert seen["flags"] == [] and seen["writes"] == [], _report(shots, f"the student's script ran: {seen}")
+    assert _explain_grade(root, "s_xss")[1] is None
+
+    # control: the same answer, not neutralised, runs and changes its own grade
+    cid, _ = _explain_grade(root, "s_control")
+    control = _open_submission(page, lab, cid)
+    shots(page, "control_submission")
+    assert "tas_pwned" in control["flags"] and any("PUT" in w for w in control["writes"]), _report(
+        shots, f"the probe did not see the unneutralised script run: {control}")
+    assert _explain_grade(root, "s_control")[1] == 1
+    print(f"formgrader probe: {time.monotonic() - t0:.1f} s")
