@@ -353,3 +353,53 @@ def test_honest_student_sees_outputs_and_answer_unchanged(hostile_class):
     assert "Score: 2" in text
     res = hostile_class["course"].results(A, "s_honest")
     assert {c.grade_id: c.points for n in res.notebooks for c in n.cells}["triple_tests"] == 2
+
+
+def test_neutralise_units():
+    """The neutraliser without nbgrader: what it rewrites, what it leaves alone, and that a
+    second pass changes nothing."""
+    from nbgrader.preprocessors import CheckCellMetadata, SaveAutoGrades
+
+    from solutions_lib.course.neutralise import (NOTICE, insert_neutraliser, is_safe_html, is_trusted,
+                                                 neutralise_cell, neutralise_markdown, neutralise_output,
+                                                 NeutraliseStudentContent)
+    honest = ["Plain *answer* with $x<y$, `a<b` and <b>bold</b>.", "# H\n\n| a | b |\n|--|--|\n|1|2|\n\n> q & a",
+              "[docs](https://example.org) ![plot](https://example.org/p.png)", "```\n<script>shown as code</script>\n```"]
+    for md in honest:
+        assert neutralise_markdown(md) == md, md
+    hostile = ["<script>x()</script>", "<img src=x onerror=x()>", "<iframe srcdoc='<script>x()</script>'>",
+               "[a](javascript:x())", "[a](JaVaScRiPt&#58;x())", "<a href='javascript:x()'>a</a>",
+               "<svg onload=x()>", "$\\href{javascript:x()}{a}$", "<details open ontoggle=x()>",
+               "[a](data:text/html,<script>x()</script>)", "<span class='score'>fake</span>", "<!-- -->"]
+    for md in hostile:
+        out = neutralise_markdown(md)
+        assert out.startswith(NOTICE) and md in out and neutralise_markdown(out) == out, md
+    o = lambda **kw: nbformat.from_dict({"output_type": "display_data", "metadata": {}, **kw})  # noqa: E731
+    js = neutralise_output(o(data={"application/javascript": "x()"}))
+    assert set(js.data) == {"text/plain"} and "x()" in js.data["text/plain"]
+    svg = neutralise_output(o(data={"image/svg+xml": "<svg><script>x()</script></svg>", "text/plain": "fig"}))
+    assert set(svg.data) == {"text/plain"} and svg.data["text/plain"].startswith("fig")
+    html = neutralise_output(o(data={"text/html": "<b>ok</b><script>x()</script><img src=y onerror=x()>"}))
+    assert is_safe_html(html.data["text/html"]) and "&lt;script&gt;" in html.data["text/html"]
+    table = "<table class=\"dataframe\"><tr><td>1</td></tr></table>"
+    assert neutralise_output(o(data={"text/html": table})).data["text/html"] == table
+    png = neutralise_output(o(data={"image/png": "\" onerror=\"x()", "text/plain": "p"}))
+    assert "image/png" not in png.data
+    stream = neutralise_output(nbformat.from_dict({"output_type": "stream", "name": "x\" onclick=\"y", "text": "t"}))
+    assert stream.name == "stdout" and stream.text == "t"
+    assert neutralise_output(nbformat.from_dict({"output_type": "bogus"})) is None
+    for out in (js, svg, html, png):
+        assert neutralise_output(out) == out  # idempotent
+    # a locked cell of the gradebook is left alone; the same cell with other text is not trusted
+    cell = nbs.markdown("<details>instructor's</details>", cell_id="intro", locked=True)
+    cell.metadata.nbgrader["grade_id"] = "intro"
+    locked = {"intro": ("markdown", cell.source)}
+    assert is_trusted(cell, locked) and neutralise_cell(cell, True).source == "<details>instructor's</details>"
+    forged = nbformat.from_dict(dict(cell, source="<script>x()</script>"))
+    assert not is_trusted(forged, locked) and not is_trusted(cell, None)
+    raw = neutralise_cell(nbformat.from_dict({"cell_type": "raw", "id": "r", "metadata": {},
+                                              "source": "<script>x()</script>"}), False)
+    assert raw.source.startswith("<pre") and "&lt;script&gt;" in raw.source
+    order = insert_neutraliser([SaveAutoGrades, CheckCellMetadata])
+    assert order == [SaveAutoGrades, NeutraliseStudentContent, CheckCellMetadata]
+    assert insert_neutraliser(order) == order

@@ -317,7 +317,17 @@ class NeutraliseStudentContent(NbGraderPreprocessor):
         return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
-        return neutralise_cell(cell, is_trusted(cell, getattr(self, "_locked", None))), resources
+        trusted = is_trusted(cell, getattr(self, "_locked", None))
+        try:
+            return neutralise_cell(cell, trusted), resources
+        except Exception as exc:  # never let an odd cell stop grading; never show it raw either
+            self.log.warning("neutralise: cell %s shown as a notice (%s)", index, exc)
+            if cell.get("cell_type") == "code":
+                cell.outputs = [from_dict({"output_type": "stream", "name": "stdout",
+                                           "text": "[outputs withheld by the grader: they could not be checked]\n"})]
+            elif not trusted:
+                cell.source = NOTICE + "\n\n(the cell could not be checked; it is in the submitted notebook)"
+            return cell, resources
 
 
 def insert_neutraliser(preprocessors: list) -> list:
