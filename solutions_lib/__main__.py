@@ -97,7 +97,7 @@ def cmd_bench(args) -> int:
     from .bench import main
 
     assignments = [a for a in (args.assignments or "").split(",") if a] or None
-    return main(args.names, assignments=assignments, baseline=args.baseline)
+    return main(args.names, assignments=assignments, baseline=args.baseline, sweep=args.sweep)
 
 
 def cmd_autograde(args) -> int:
@@ -138,8 +138,10 @@ def main(argv=None) -> int:
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_scan)
     c = sub.add_parser("bench", help="benchmarks: predicted vs measured memory and communication; DDP step time")
-    c.add_argument("names", nargs="*", help="memory, comms, ddp, grading (default: memory comms ddp)")
-    c.add_argument("--assignments", help="grading: comma-separated assignments (default: all)")
+    c.add_argument("names", nargs="*", help="memory, comms, ddp, grading, fairness (default: memory comms ddp)")
+    c.add_argument("--assignments", help="grading, fairness: comma-separated assignments (default: all)")
+    c.add_argument("--sweep", choices=["warnings", "cascades", "both"], default="both",
+                   help="fairness: harmless warnings in every answer, one blank answer at a time, or both")
     c.add_argument("--baseline", action="store_true", help="grading: also with nbgrader's stock settings")
     c.set_defaults(func=cmd_bench)
     c = sub.add_parser("autograde", help="autograde every submission of an assignment, N students at a time")

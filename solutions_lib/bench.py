@@ -101,11 +101,18 @@ def grading(out=print, assignments=None, baseline=False) -> bool:
     return grading_bench(assignments, out=out, baseline=baseline)
 
 
-BENCHES = {"memory": memory, "comms": comms, "ddp": ddp, "grading": grading}
-DEFAULT = ["memory", "comms", "ddp"]  # grading takes minutes: ask for it by name
+def fairness(out=print, assignments=None, sweep="both") -> bool:
+    from .course.fairness import main as fairness_main
+
+    kinds = ("warnings", "cascades") if sweep == "both" else (sweep,)
+    return fairness_main(assignments, kinds, out=out)
 
 
-def main(names=None, assignments=None, baseline=False) -> int:
+BENCHES = {"memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness}
+DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours: ask for them by name
+
+
+def main(names=None, assignments=None, baseline=False, sweep="both") -> int:
     names = names or list(DEFAULT)
     unknown = sorted(set(names) - set(BENCHES))
     if unknown:
@@ -114,5 +121,10 @@ def main(names=None, assignments=None, baseline=False) -> int:
     for i, name in enumerate(names):
         if i:
             print()
-        results.append(BENCHES[name](assignments=assignments, baseline=baseline) if name == "grading" else BENCHES[name]())
+        if name == "grading":
+            results.append(grading(assignments=assignments, baseline=baseline))
+        elif name == "fairness":
+            results.append(fairness(assignments=assignments, sweep=sweep))
+        else:
+            results.append(BENCHES[name]())
     return 0 if all(results) else 1

@@ -35,7 +35,7 @@ from .withheld import Withheld, contains_withheld, is_withheld  # noqa: F401  (r
 RECORD_MIME = "application/vnd.tas.check+json"
 #: Arrays up to this many entries are recorded in full; the grader compares them with the
 #: trusted run's expected values. Larger ones are recorded as a strided sample of this size.
-RECORD_MAX_VALUES = 65536
+RECORD_MAX_VALUES = 8192
 _IMPORT_PID = os.getpid()
 
 

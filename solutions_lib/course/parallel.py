@@ -182,6 +182,14 @@ def prepare(root: Path, assignment: str, students: list[str]) -> str:
                 gb.find_student(s)
             except MissingEntry:
                 gb.add_student(s)
+    # the trusted run of each notebook (integrity.py), once, before the workers need it
+    from .config import CELL_TIMEOUT_S
+    from .trusted import TrustedRunError, trusted_records
+    for src in sorted((Path(root) / "source" / assignment).glob("*.ipynb")):
+        try:
+            trusted_records(src, timeout=CELL_TIMEOUT_S)
+        except TrustedRunError as e:
+            raise GradingSetupError(str(e)) from None
     return db_url
 
 

@@ -403,10 +403,17 @@ def run(assignments: list[str] | None = None, out=print, keep: Path | None = Non
             f"TAS_SANDBOX={mode} ({'sandboxed' if sandboxed else 'plain'} kernels in autograde)")
         install_profiler()
         fixed = fixed_costs(root, sandboxed, repeats)
+        # a cold cache of trusted runs, timed on their own: once per notebook, not per student
+        os.environ["TAS_TRUSTED_CACHE"] = str(tmp / "trusted-cache")
+        from .trusted import trusted_records
         for a in names:
             folder = _plain_folder(root, a, STUDENT)
             plain = {p.name: plain_execute(p) for p in sorted(folder.glob("*.ipynb"))}
             row = {"assignment": a, "plain": plain}
+            t = time.perf_counter()
+            for src in sorted((root / "source" / a).glob("*.ipynb")):
+                trusted_records(src)
+            row["trusted"] = time.perf_counter() - t
             if baseline:
                 row["baseline"] = autograde_subprocess(root, a, env=dict(os.environ, TAS_GRADING_BASELINE="1"))
                 row["baseline_scores"] = _scores(read_results(root, a, STUDENT))
@@ -456,6 +463,10 @@ def format_report(r: dict) -> tuple[str, bool]:
     ok = ratio <= GOAL and not any(row["failed"] for row in rows) and same
     L.append(f"goal: autograde <= {GOAL}x plain execution -> {'met' if ok else 'NOT met'} "
              f"(TAS_SANDBOX={r['mode']}, {'sandboxed' if r['sandboxed'] else 'plain'} kernels)")
+    if all("trusted" in row for row in rows):
+        tt = sum(row["trusted"] for row in rows)
+        L.append(f"trusted run of the solutions (once per notebook, cached for every student): {tt:.1f} s "
+                 f"= {tt / tp if tp else float('inf'):.2f}x one plain execution; not in the autograde column")
     if base:
         L.append("stock settings: the same command with nbgrader's own values of the settings the course "
                  "config sets for speed alone (speed.undo_cuts); per-cell scores "

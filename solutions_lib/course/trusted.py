@@ -159,7 +159,21 @@ def trusted_records(source_nb: Path, timeout: int = 60) -> dict:
             tmp.unlink(missing_ok=True)
             raise TrustedRunError(f"the trusted run of {source_nb} failed:\n{p.stderr[-3000:]}")
         os.replace(tmp, path)
+        _prune(d)
         return json.loads(path.read_text())
+
+
+def _prune(d: Path, days: float = 30.0) -> None:
+    """Drop cache entries not written for `days` (older library versions, old notebooks)."""
+    import time
+    cutoff = time.time() - days * 86400
+    for f in d.glob("*.json"):
+        try:
+            if f.stat().st_mtime < cutoff:
+                f.unlink()
+                f.with_suffix(".lock").unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def main(argv=None) -> int:
