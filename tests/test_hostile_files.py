@@ -245,8 +245,20 @@ def test_output_cap_and_intake_without_the_sandbox(hostile_course):
     res = {n.name: n for n in read_results(root, FIXTURE, "off_fifo").notebooks}
     assert res["exercises.ipynb"].status == "graded" and res["theory.ipynb"].status == "failed"
     assert "FIFO" in res["theory.ipynb"].detail
+    # the feedback step opens no link or FIFO either (say one left in an autograded folder by
+    # an older grader): refused and reported, the rest of the class gets its feedback
+    auto = root / "autograded"
+    os.symlink(root / "source" / FIXTURE / "exercises.ipynb", auto / "off_ok" / FIXTURE / "leak.txt")
+    os.mkfifo(auto / "off_flood" / FIXTURE / "theory.ipynb")
     fb = _nbgrader(root, "generate_feedback", FIXTURE, "--student=off_*", env=env, timeout=120)
-    assert fb.returncode == 0, (fb.stdout + fb.stderr)[-2000:]
+    fb_log = fb.stdout + fb.stderr
+    assert fb.returncode == 1 and "leak.txt: is a symbolic link" in fb_log and "theory.ipynb: is a FIFO" in fb_log, \
+        fb_log[-2000:]
+    feedback = root / "feedback"
+    for student in ("off_ok", "off_flood", "off_fifo"):
+        assert (feedback / student / FIXTURE / "exercises.html").is_file(), (student, fb_log[-2000:])
+    assert not (feedback / "off_ok" / FIXTURE / "leak.txt").exists()
+    assert not (feedback / "off_flood" / FIXTURE / "theory.html").exists()
 
 
 # ---------------------------------------------------------------- unit tests (fast, no kernel)
