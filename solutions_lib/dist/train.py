@@ -544,9 +544,11 @@ def _rank_main(rank: int, world_size: int, cfg: TrainConfig) -> dict:
         return _rank_run(rank, world_size, cfg, device)
     # cuBLAS needs this workspace setting for deterministic mode (read when cuBLAS is first
     # used by this process); restored afterwards, since under torchrun this is the caller's process.
+    # warn_only=True would not do: SDPA's memory-efficient and cuDNN backward then only warn and
+    # stay non-deterministic (seen on an H100, torch 2.11).
     before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(True)
     try:
         return _rank_run(rank, world_size, cfg, device)
     finally:
