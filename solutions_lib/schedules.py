@@ -482,7 +482,9 @@ def check_pretraining_design(design: dict, problem: dict) -> list[str]:
         peak, min_lr = float(design["peak_lr"]), float(design["min_lr"])
     except (TypeError, ValueError):
         return bad + [f"peak_lr and min_lr must be numbers, got {design['peak_lr']!r}, {design['min_lr']!r}"]
-    want = scale_lr(p["ref_lr"], p["ref_batch"], d["global_batch"], DESIGN_RULES["lr_rule"])
+    # the rule inline, not scale_lr: the checker must also run where the answers are withheld (course/withheld_view.py)
+    k = float(d["global_batch"]) / float(p["ref_batch"])
+    want = float(p["ref_lr"]) * (math.sqrt(k) if DESIGN_RULES["lr_rule"] == "sqrt" else k)
     if not math.isclose(peak, want, rel_tol=1e-6):
         bad.append(f"peak_lr={peak:.6g} but the square-root rule from {p['ref_lr']:g} at {p['ref_batch']} "
                    f"sequences gives {want:.6g} at {d['global_batch']} sequences")
@@ -605,6 +607,33 @@ def diagnose_lr_trace(logged, intended, grad_accum: int = 1, rtol: float = 1e-4)
     return "unknown"
 
 
+def _kit_warmup_cosine(s: int, peak: float, w: int, n: int, min_lr: float) -> float:
+    """`warmup_cosine` for `simulate_lr_trace`'s valid arguments, without its checks: the trace
+    generator is a kit helper and must work in a grading kernel, where the answers are withheld
+    (course/withheld_view.py). Same arithmetic, so the same floats."""
+    if s < w:
+        return peak * (s + 1) / w
+    if s >= n - 1:
+        return min_lr
+    return min_lr + (peak - min_lr) * (1.0 + math.cos(math.pi * ((s - w) / (n - w - 1)))) / 2.0
+
+
+def _kit_cosine_with_restarts(s: int, peak: float, t0: int, t_mult: int, min_lr: float) -> float:
+    """`cosine_with_restarts` for `simulate_lr_trace` (see `_kit_warmup_cosine`)."""
+    t_cur, t_i = _sgdr_cycle(s, t0, t_mult)
+    return min_lr + (peak - min_lr) * (1.0 + math.cos(math.pi * t_cur / t_i)) / 2.0
+
+
+def _kit_sgdr_restarts(t0: int, t_mult: int, total_steps: int) -> list[int]:
+    """`sgdr_restarts` for `simulate_lr_trace` (see `_kit_warmup_cosine`)."""
+    out, pos, length = [], t0, t0
+    while pos < total_steps:
+        out.append(pos)
+        length *= t_mult
+        pos += length
+    return out
+
+
 def simulate_lr_trace(rng, bug: str | None = None) -> dict:
     """A random intended schedule and its logged trace with `bug` (one of `TRACE_BUGS`; random
     when None). Returns ``{"logged", "intended", "grad_accum", "bug", "family"}``; the logged
@@ -626,13 +655,13 @@ def simulate_lr_trace(rng, bug: str | None = None) -> dict:
         warm = int(rng.integers(max(10, n // 50), n // 10))
 
         def sched(s, w=warm):
-            return warmup_cosine(s, peak, w, n, min_lr)
+            return _kit_warmup_cosine(s, peak, w, n, min_lr)
     else:
         t0 = int(rng.integers(n // 10, n // 4))
         t_mult = int(rng.choice([1, 2]))
 
         def sched(s, t0=t0, t_mult=t_mult):
-            return cosine_with_restarts(s, peak, t0, t_mult, min_lr)
+            return _kit_cosine_with_restarts(s, peak, t0, t_mult, min_lr)
     intended = np.array([sched(s) for s in range(n)])
     if bug == "ok":
         logged = intended.copy()
@@ -646,7 +675,7 @@ def simulate_lr_trace(rng, bug: str | None = None) -> dict:
         while True:
             t0b = int(rng.integers(max(5, t0 // 2), 2 * t0))
             mb = int(rng.choice([1, 2]))
-            if (t0b, mb) != (t0, t_mult) and t0b * k != t0 and sgdr_restarts(t0b, mb, n) != sgdr_restarts(t0, t_mult, n):
+            if (t0b, mb) != (t0, t_mult) and t0b * k != t0 and _kit_sgdr_restarts(t0b, mb, n) != _kit_sgdr_restarts(t0, t_mult, n):
                 break
         logged = np.array([sched(s, t0=t0b, t_mult=mb) for s in range(n)])
     logged = logged.astype(np.float32).astype(float)

@@ -54,7 +54,8 @@ WITHHELD: dict[str, tuple[str, ...]] = {
                  "tp_comm_bytes_per_layer"),
     "roofline": ("fit_roofline",),
     "scaling": ("chinchilla_loss", "chinchilla_optimal", "inference_aware_optimal", "tokens_for_loss"),
-    "schedules": ("check_pretraining_design", "cosine_with_restarts", "design_pretraining_schedule",
+    # check_pretraining_design is not withheld: a rule checker that the tests apply to the student's design, not an answer
+    "schedules": ("cosine_with_restarts", "design_pretraining_schedule",
                   "diagnose_lr_trace", "fit_schedule_to_budget", "inverse_sqrt", "linear_warmup", "one_cycle",
                   "polynomial_decay", "sgdr_restarts", "step_decay", "steps_from_fraction", "tokens_before_cooldown", "warmup_cosine",
                   "wsd"),
