@@ -176,10 +176,11 @@ def _as_data(x):
 
 
 def from_data(x):
-    """Inverse of `_as_data` (lists stay lists; tagged arrays become numpy arrays)."""
-    if type(x) is list:
+    """Inverse of `_as_data` (lists stay lists; tagged arrays become numpy arrays). Records read
+    back from a notebook hold nbformat's NotebookNode (a dict subclass) for every dict."""
+    if isinstance(x, list):
         return [from_data(v) for v in x]
-    if type(x) is dict:
+    if isinstance(x, dict):
         if "__ndarray__" in x:
             import numpy as np
             return np.array(x["__ndarray__"], dtype=x.get("dtype", "float64"))
