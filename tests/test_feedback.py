@@ -144,6 +144,7 @@ ENCODINGS = {
     "html": "display({'text/html': '<p>ENC-html</p><pre>' + chr(10).join(_ih) + '</pre>', 'text/plain': 'x'}, raw=True)",
     "alt": ("display({'image/png': 'iVBORw0KGgo=', 'text/plain': 'ENC-alt'}, "
             "metadata={'image/png': {'alt': chr(10).join(_ih)}}, raw=True)"),
+    "chunked": "s = chr(10).join(_ih); print('ENC-chunked', 'QQ'.join(s[i:i + 40] for i in range(0, len(s), 40)))",
     "error": "raise ValueError('ENC-error ' + chr(10).join(_ih))",
 }
 SCRIPT_ANSWER = (

@@ -19,7 +19,8 @@ hidden lines too. `HideHiddenTests` runs after `GetGrades` in `GenerateFeedback.
   cells ran, or a hook that writes into a later cell, would otherwise put the hidden tests in
   the feedback. The hidden lines are taken from the notebook's test cells and the gradebook's
   source cells; trivial ones (short, comments, `pass`, or also in the visible notebook) are
-  ignored. Matching is on letters and digits only, case-folded, so whitespace, quoting,
+  ignored. A line is matched whole when short, else by any run of 24 of its letters and
+  digits (so pieces with junk between them are seen). Matching is on letters and digits only, case-folded, so whitespace, quoting,
   `repr`/`ascii` escapes, one character per line and any separator are seen through; reversed
   text, ROT13, `\\xNN`/`\\uNNNN` escapes, base64, hex, lists of character codes and
   zlib/gzip/bz2/lzma-compressed base64 or hex are decoded first. Error outputs of test cells
@@ -50,6 +51,9 @@ WITHHELD = "(message withheld: it quotes the hidden tests)"
 OUTPUT_WITHHELD = "(output withheld by the grader: it reproduces the hidden tests)\n"
 #: A hidden line is a secret worth screening for when its letters and digits number this many.
 MIN_SECRET = 10
+#: Longer lines are screened for by every run of this many of their letters and digits (not in
+#: the visible notebook), so a line printed in pieces with junk between them is still seen.
+FRAGMENT = 24
 
 
 def _nbgrader(cell) -> dict:
@@ -122,11 +126,18 @@ def secret_lines(hidden: list[str], visible: str) -> tuple[list[str], list[str]]
             continue
         c = canon(s)
         if len(c) >= MIN_SECRET and c not in seen:
-            whole.add(c)
+            whole |= _fragments(c, seen)
             k = canon(_STRING.sub("", s))
             if len(k) >= MIN_SECRET and k not in seen:
-                code.add(k)
+                code |= _fragments(k, seen)
     return sorted(whole), sorted(code)
+
+
+def _fragments(c: str, seen: str) -> set[str]:
+    """`c` itself when short, else its runs of FRAGMENT characters that are not in `seen`."""
+    if len(c) <= FRAGMENT:
+        return {c}
+    return {c[i:i + FRAGMENT] for i in range(len(c) - FRAGMENT + 1) if c[i:i + FRAGMENT] not in seen}
 
 
 _LIMIT = 1 << 21  # characters of one output examined for encodings, bytes decompressed
@@ -199,7 +210,14 @@ def reproduces(output, needles: list[str]) -> bool:
     if not needles:
         return False
     text = "\n".join(_strings({k: v for k, v in output.items() if k != "output_type"}))
-    return any(n in h for h in decodings(text) for n in needles)
+    grams = {n for n in needles if len(n) == FRAGMENT}
+    short = [n for n in needles if len(n) < FRAGMENT]
+    for h in decodings(text):
+        if any(n in h for n in short):
+            return True
+        if grams and any(h[i:i + FRAGMENT] in grams for i in range(len(h) - FRAGMENT + 1)):
+            return True
+    return False
 
 
 def screen_output(output, needles: list[str]):
