@@ -389,6 +389,9 @@ def test_neutralise_units():
     stream = neutralise_output(nbformat.from_dict({"output_type": "stream", "name": "x\" onclick=\"y", "text": "t"}))
     assert stream.name == "stdout" and stream.text == "t"
     assert neutralise_output(nbformat.from_dict({"output_type": "bogus"})) is None
+    hiding = nbformat.from_dict({"cell_type": "code", "id": "h", "source": "print(In)", "outputs": [],
+                                 "execution_count": None, "metadata": {"transient": {"remove_source": True}}})
+    assert "transient" not in neutralise_cell(hiding, False).metadata
     for out in (js, svg, html, png):
         assert neutralise_output(out) == out  # idempotent
     # a locked cell of the gradebook is left alone; the same cell with other text is not trusted

@@ -25,7 +25,8 @@ instructor's text stay as they are) nor any `nbgrader` metadata; it rewrites:
   `application/javascript`, `image/svg+xml`, widget views and any other type a browser could
   render become `text/plain` (JavaScript source shown as text); image data that is not plain
   base64 is dropped; an odd stream name, output type or execution count is reset;
-- the notebook's embedded widget state (`metadata.widgets`).
+- the notebook's embedded widget state (`metadata.widgets`) and every cell's
+  `metadata.transient` (its `remove_source` would hide a student's code from the Formgrader).
 
 The check is deliberately strict and parser-independent: in HTML that contains only
 allowlisted tags written in the form the renderers emit (double-quoted attribute values,
@@ -287,6 +288,9 @@ def is_trusted(cell, locked: dict | None) -> bool:
 
 def neutralise_cell(cell, trusted: bool):
     """`cell` (changed in place) with its student content made inert; returns it."""
+    # `transient.remove_source` would hide a cell's code from the Formgrader's view
+    # (nbconvert honours it); nbformat says transient data is never stored anyway.
+    cell.get("metadata", {}).pop("transient", None)
     if cell.get("cell_type") == "code":
         outputs = [neutralise_output(o) for o in cell.get("outputs", [])]
         cell.outputs = [o for o in outputs if o is not None]
