@@ -108,7 +108,16 @@ class CourseExecute(Execute):
             size = output_size(content)
             self._admit(cell_index, size) or self._force(cell_index, size)
         elif not self._admit(cell_index, output_size(content)):
-            return None
+            # a stream keeps its head, up to what is left of the budget (the kernel sends many
+            # prints as one message: dropping it whole would keep nothing of a flood)
+            room = max(self.output_cap_bytes - self._kept_total,
+                       self.cell_reserve_bytes - self._kept_cell.get(cell_index, 0))
+            if msg.get("msg_type") != "stream" or room <= 0 or not isinstance(content.get("text"), str):
+                return None
+            content["text"] = content["text"][:room]
+            if not self._admit(cell_index, output_size(content)):
+                return None
+            self._over.add(cell_index)
         if getattr(self, "clear_before_next_output", False) and \
                 not self.output_hook_stack[msg["parent_header"].get("msg_id")]:
             # nbclient clears the cell's outputs before storing this one: give their bytes back
