@@ -103,6 +103,19 @@ def test_lr_schedule_is_warmup_cosine_with_linear_scaling(runs):
         assert lr == pytest.approx(warmup_cosine(s, 3e-3, 5, 40, 3e-4), rel=1e-12, abs=1e-15)
 
 
+
+def test_inline_schedule_is_bitwise_the_course_schedule():
+    """train.py computes the peak and the schedule inline (it must run where the answers are withheld)."""
+    for lr, base, local, world, warm, steps, ratio in [(3e-4, 256, 128, 8, 100, 1000, 0.1), (1e-3, 8, 8, 2, 4, 30, 0.0),
+                                                       (7e-5, 24, 5, 3, 0, 17, 0.37), (2e-3, 16, 4, 4, 9, 10, 1.0)]:
+        cfg = TrainConfig(steps=steps, warmup=warm, lr=lr, base_batch=base, local_batch=local, world_size=world,
+                          min_lr_ratio=ratio)
+        peak = scale_lr(lr, base, local * world)
+        assert cfg.peak_lr == peak
+        assert [lr_at(s, cfg) for s in range(steps + 3)] == [warmup_cosine(s, peak, warm, steps, ratio * peak)
+                                                            for s in range(steps + 3)]
+
+
 def _indices_by_rank(n, world, local, seed, epochs):
     ds = WindowDataset(torch.arange(n * 4 + 1), 4)
     its = [ShardedBatches(ds, r, world, local, seed) for r in range(world)]
