@@ -219,8 +219,18 @@ def _fail(cell, problem: str, tampering: bool) -> None:
         cell.metadata[METADATA_KEY] = problem
 
 
+def _code_lines(source: str) -> list[str]:
+    """The lines that matter for comparing two versions of a test cell: leading comments and
+    blank lines dropped (nbgrader puts a comment on a test cell it adds back), trailing spaces
+    ignored."""
+    lines = [ln.rstrip() for ln in source.strip().split("\n")]
+    while lines and (not lines[0] or lines[0].lstrip().startswith("#")):
+        lines.pop(0)
+    return lines
+
+
 def _same_source(a: str, b: str) -> bool:
-    return [ln.rstrip() for ln in a.strip().split("\n")] == [ln.rstrip() for ln in b.strip().split("\n")]
+    return _code_lines(a) == _code_lines(b)
 
 
 def decide_notebook(nb, trusted_entry: dict) -> None:
