@@ -3,7 +3,8 @@ CPU-side checks of what they rely on.
 
 On one GPU: NCCL with world size 1 (the launcher's default backend when CUDA has a GPU per
 rank), bit-exact resume with the CUDA RNG state, GradScaler on CUDA, peak CUDA memory in the
-result, gloo ranks forked from a parent that already used CUDA, and the CUDA allocator path of
+result, gloo ranks started after the caller used CUDA and ran backward (spawned by the
+training script, forked by a notebook-style `launch`), and the CUDA allocator path of
 `estimate_memory_consumption` / `activation_benchmark`. Measured numbers: docs/gpu_measurements_2026-11.md.
 """
 import os
@@ -16,6 +17,7 @@ import torch
 
 from solutions_lib import memory as M
 from solutions_lib.checkpointing import set_rng_state
+from solutions_lib.dist import launch
 from solutions_lib.dist.gpt import GPT
 from solutions_lib.dist.train import TrainConfig, _rank_rng_state, parse_args, train
 from solutions_lib.models import CheckpointedTransformer
@@ -52,6 +54,41 @@ def test_deterministic_flag():
         TrainConfig(deterministic="yes").validate()
 
 
+def test_a_forked_rank_sees_no_gpu(monkeypatch):
+    """On a GPU machine a forked gloo rank must not call into CUDA (the parent's driver state
+    does not survive fork; torch's optimizers probe CUDA in every step): it sees none."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # inherited by fork, then hidden
+
+    def cell(rank, world_size):
+        import torch.distributed as dist
+        p = torch.nn.Parameter(torch.ones(2))
+        p.grad = torch.full((2,), float(rank))
+        dist.all_reduce(p.grad)
+        torch.optim.AdamW([p], lr=0.1).step()
+        return torch.cuda.is_available(), p.detach().tolist()
+
+    out = launch(cell, 2)
+    assert [o[0] for o in out] == [False, False] and out[0][1] == out[1][1]
+
+
+def test_train_spawns_its_ranks_on_a_gpu_machine(monkeypatch, tmp_path):
+    import importlib
+    L = importlib.import_module("solutions_lib.dist.launch")  # the module (the package exports the function)
+    T = importlib.import_module("solutions_lib.dist.train")
+    seen = {}
+
+    def fake_launch(fn, world_size, **kw):
+        seen.update(kw, fn=fn)
+        return [{"rank": r} for r in range(world_size)]
+    monkeypatch.setattr(L, "launch", fake_launch)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    train(TrainConfig(world_size=2, out=str(tmp_path)))
+    assert seen["start_method"] == "spawn" and seen["fn"] is T._rank_main
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    train(TrainConfig(world_size=2, out=str(tmp_path)))
+    assert seen["start_method"] is None  # fork on a CPU machine, as before
+
+
 # ---------------------------------------------------------------- GPU
 
 
@@ -75,20 +112,28 @@ def test_nccl_one_rank_resume_is_bit_exact(tmp_path, amp):
 
 
 @needs_cuda
-def test_gloo_ranks_forked_after_the_parent_used_cuda(tmp_path):
-    """Two gloo ranks on a GPU machine, forked from a process that had initialised CUDA (a
-    notebook that used the GPU, say): the checkpoint must not touch CUDA in the children."""
-    code = ("import torch, sys\n"
-            "torch.zeros(1, device='cuda')\n"
+def test_gloo_ranks_after_the_parent_used_cuda(tmp_path):
+    """On a GPU machine, after the caller used CUDA and ran backward passes (a notebook that used
+    the GPU, say): the training script's gloo ranks (spawned there) train, and a forked rank
+    (a notebook-cell function) can step an optimizer: it sees no GPU instead of failing."""
+    code = ("import sys, torch, torch.distributed as dist\n"
+            "x = torch.ones(3, device='cuda', requires_grad=True); (x * 2).sum().backward()\n"
+            "w = torch.ones(3, requires_grad=True); (w * 2).sum().backward()\n"
+            "from solutions_lib.dist import launch\n"
             "from solutions_lib.dist.train import TrainConfig, train\n"
-            f"r = train(TrainConfig(world_size=2, local_batch=4, backend='gloo', steps=6, warmup=1, seq_len=16,"
-            f" d_model=16, heads=2, layers=1, max_chars=3000, progress=False, threads=1, out=sys.argv[1]))\n"
-            "print('final', r['final_loss'])\n")
+            "r = train(TrainConfig(world_size=2, local_batch=4, backend='gloo', steps=6, warmup=1, seq_len=16,"
+            " d_model=16, heads=2, layers=1, max_chars=3000, progress=False, threads=1, out=sys.argv[1]))\n"
+            "print('final', r['final_loss'])\n"
+            "def cell(rank, world_size):\n"
+            "    p = torch.nn.Parameter(torch.ones(4)); p.grad = torch.full((4,), float(rank))\n"
+            "    dist.all_reduce(p.grad); torch.optim.AdamW([p], lr=0.1).step()\n"
+            "    return torch.cuda.is_available(), p.detach().tolist()\n"
+            "print('cell', launch(cell, 2))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "g")], capture_output=True, text=True,
                        timeout=180, env=env, cwd=ROOT)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    assert "final" in p.stdout
+    assert "final" in p.stdout and "cell [(False, [0.9" in p.stdout, p.stdout
 
 
 @needs_cuda

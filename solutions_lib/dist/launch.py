@@ -7,6 +7,11 @@
   a free port) and every rank joins that store; no MASTER_PORT guessing.
 * Start method: ``fork`` for gloo on Linux, so functions defined in a notebook cell work (the
   ``spawn`` pickling trap); ``spawn`` for NCCL, where the function must be importable.
+  On a machine with a GPU, a forked rank sees no GPU (``torch.cuda.is_available()`` is False in
+  it): CUDA does not survive ``fork`` once the parent has touched it, even through
+  ``torch.cuda.is_available()``, and torch's optimizers probe it on every step. There, too, a
+  forked rank cannot run backward once the parent has run one (autograd's GPU worker threads);
+  use ``start_method="spawn"`` with an importable function (the training script does).
 * Failure: every process group gets a timeout (a hung collective raises within it); a rank that
   raises or dies fails the whole run at once with that rank's traceback, the other ranks are
   killed, and no process is left behind. ``LaunchError`` carries the reason.
@@ -44,9 +49,18 @@ class _RendezvousError(LaunchError):
     """The ranks never formed a process group (a rank stuck or failing in start-up)."""
 
 
-def _worker(rank, world_size, port_conn, backend, pg_timeout, threads, fn, args, kwargs, conn):
+def _hide_cuda() -> None:
+    """In a forked rank: CUDA is unusable here (the driver was initialised in the parent), so
+    say so, or `torch.optim`'s step (its graph-capture check) and RNG snapshots call into CUDA
+    and fail with "CUDA error: initialization error"."""
+    torch.cuda.is_available = lambda: False
+
+
+def _worker(rank, world_size, port_conn, backend, pg_timeout, threads, fn, args, kwargs, conn, forked=False):
     stage = "init-error"
     try:
+        if forked:
+            _hide_cuda()
         if threads:
             torch.set_num_threads(threads)
         if not port_conn.poll(pg_timeout):
@@ -124,7 +138,7 @@ def _launch_once(ctx, fn, world_size, args, kwargs, backend, timeout, collective
             port_child, port_parent = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, daemon=True,
                             args=(rank, world_size, port_child, backend, collective_timeout, threads,
-                                  fn, args, kwargs, child_end))
+                                  fn, args, kwargs, child_end, ctx.get_start_method() == "fork"))
             p.start()
             child_end.close()
             port_child.close()
@@ -200,6 +214,9 @@ def _collect(procs, conns, timeout, grace=1.0):
         others = sorted(set(failures) - {rank})
         also = f"\n(ranks {others} failed after it)" if others else ""
         verb = "" if text.startswith("died") else "failed:\n"
+        if "autograd's threading in combination with fork" in text:
+            text += ("\n(on a machine with a GPU a forked rank cannot run backward after the parent "
+                     "ran one: launch(..., start_method='spawn') with an importable function)")
         error = _RendezvousError if failures[rank][3] == "init-error" else LaunchError
         raise error(f"rank {rank} {verb}{text}{also}")
     return [results[r] for r in range(len(procs))]

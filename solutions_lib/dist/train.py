@@ -711,8 +711,16 @@ def train(config: TrainConfig | None = None, *, all_ranks: bool = False, **overr
         return [result] if all_ranks else result
     from .launch import launch
     _prewarm()  # import once here, not once per forked rank
-    results = launch(_rank_main, cfg.world_size, args=(cfg,), backend=cfg.backend, timeout=cfg.timeout,
-                     collective_timeout=min(cfg.timeout, 300.0), threads_per_rank=cfg.threads)
+    # On a machine with a GPU the ranks are spawned, gloo ones too: a forked rank cannot use
+    # autograd once the caller has run a backward pass there (autograd's GPU worker threads).
+    # Spawning needs the importable module's function and config class, also when this file
+    # runs as __main__ (python -m).
+    import importlib
+    mod = importlib.import_module("solutions_lib.dist.train")
+    cfg = mod.TrainConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)})
+    results = launch(mod._rank_main, cfg.world_size, args=(cfg,), backend=cfg.backend, timeout=cfg.timeout,
+                     collective_timeout=min(cfg.timeout, 300.0), threads_per_rank=cfg.threads,
+                     start_method="spawn" if torch.cuda.is_available() else None)
     return results if all_ranks else results[0]
 
 
