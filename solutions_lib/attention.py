@@ -326,3 +326,272 @@ def saturation_sweep(dims, n_q=256, n_k=256, seed=0) -> dict[str, np.ndarray]:
             out[f"max_prob_{tag}"].append(r["max_prob"])
             out[f"entropy_{tag}"].append(r["entropy"])
     return {key: np.array(v) for key, v in out.items()}
+
+
+# ---------------------------------------------------------------- FlashAttention-2: forward + backward
+#
+# Dao 2023, "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning",
+# Algorithm 1 (forward: outer loop over query blocks, inner over key/value blocks; the output is
+# rescaled once at the end; only O and L = m + log(l) are written) and Algorithm 2 (backward:
+# outer loop over key/value blocks, inner over query blocks; P is recomputed from Q, K and L).
+# Here the loops run in Python over tiles and each tile step is vectorised over (batch, heads):
+# the reference, not the fast path (solutions_lib.attention_triton is the fast path on CUDA).
+
+DEFAULT_BLOCK = 64
+
+
+def _blocks(block_size) -> tuple[int, int]:
+    """block_size as (B_r, B_c) = (query rows per tile, key columns per tile): an int for both."""
+    if isinstance(block_size, (tuple, list)):
+        if len(block_size) != 2:
+            raise ValueError(f"block_size must be an int or a pair (block_q, block_k), got {block_size!r}")
+        return _count("block_q", block_size[0]), _count("block_k", block_size[1])
+    b = _count("block_size", block_size)
+    return b, b
+
+
+def _scale_for(q, scale) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(q.shape[-1])
+    if isinstance(scale, bool) or not isinstance(scale, Real) or not math.isfinite(float(scale)) or scale <= 0:
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    return float(scale)
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """fp32 accumulation for fp16/bf16 (and fp32); float64 stays float64 (gradcheck)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _check_same_dtype(**tensors):
+    dtypes = {t.dtype for t in tensors.values()}
+    if len(dtypes) > 1:
+        raise ValueError("q, k, v (and o, do) must share one dtype, got "
+                         + ", ".join(f"{n}={t.dtype}" for n, t in tensors.items()))
+
+
+def _tile_visible(qs: int, rows: int, ks: int, causal: bool) -> bool:
+    """False for a tile entirely above the diagonal (every key index > every query index)."""
+    return not causal or ks <= qs + rows - 1
+
+
+def causal_tile_count(s_q: int, s_k: int, block_size=DEFAULT_BLOCK, causal: bool = True) -> tuple[int, int]:
+    """(tiles computed, tiles skipped) of the (s_q/B_r) x (s_k/B_c) tile grid: with causal=True a
+    tile is skipped when its first key index exceeds its last query index. For s_q = s_k = n B
+    (one block size B) that is n(n+1)/2 computed and n(n-1)/2 skipped."""
+    bq, bk = _blocks(block_size)
+    done = skipped = 0
+    for qs in range(0, _count("s_q", s_q), bq):
+        rows = min(bq, s_q - qs)
+        for ks in range(0, _count("s_k", s_k), bk):
+            if _tile_visible(qs, rows, ks, causal):
+                done += 1
+            else:
+                skipped += 1
+    return done, skipped
+
+
+def _causal_mask(qs, rows, ks, cols, device):
+    q_idx = torch.arange(qs, qs + rows, device=device)[:, None]
+    k_idx = torch.arange(ks, ks + cols, device=device)[None, :]
+    return k_idx > q_idx  # True where masked (key in the future of the query)
+
+
+def flash_attention2_forward(q, k, v, causal: bool = False, block_size=DEFAULT_BLOCK, scale: float | None = None,
+                             stats: dict | None = None):
+    """FlashAttention-2 forward (Dao 2023, Algorithm 1); returns (O, L).
+
+    For each query block Q_i (B_r rows), with m = -inf, l = 0, O~ = 0, over key blocks j:
+        S_ij = scale * Q_i K_j^T                       (-inf where key > query if causal)
+        m_new = max(m, rowmax(S_ij)),  P~ = exp(S_ij - m_new)
+        l = exp(m - m_new) l + rowsum(P~),  O~ = diag(exp(m - m_new)) O~ + P~ V_j,  m = m_new
+    then O_i = diag(l)^-1 O~ (one division per row, at the end: the FA2 change to Algorithm 1 of
+    FlashAttention) and L_i = m + log(l) = log sum_j exp(S_ij), the row logsumexp (natural log,
+    in units of the scaled score). scale defaults to 1/sqrt(head_dim).
+
+    Causal: a tile whose first key index exceeds its last query index is never computed (block
+    skipping; `stats` gets "tiles" and "skipped" added). Arithmetic in fp32 for fp16/bf16/fp32
+    inputs (float64 for float64): O comes back in the input dtype, L in the accumulation dtype.
+    Shapes: q (B, H, s_q, d), k (B, H, s_k, d), v (B, H, s_k, d_v) -> O (B, H, s_q, d_v), L (B, H, s_q).
+    """
+    _check_qkv(q, k, v)
+    _check_same_dtype(q=q, k=k, v=v)
+    bq, bk = _blocks(block_size)
+    scale = _scale_for(q, scale)
+    acc = _acc_dtype(q.dtype)
+    s_q, s_k = q.shape[2], k.shape[2]
+    o = torch.empty(*q.shape[:3], v.shape[-1], dtype=q.dtype, device=q.device)
+    lse = torch.empty(q.shape[:3], dtype=acc, device=q.device)
+    tiles = skipped = 0
+    for qs in range(0, s_q, bq):
+        qi = q[:, :, qs:qs + bq].to(acc)
+        rows = qi.shape[2]
+        m = torch.full(qi.shape[:3], -math.inf, dtype=acc, device=q.device)
+        l = torch.zeros(qi.shape[:3], dtype=acc, device=q.device)
+        o_acc = torch.zeros(*qi.shape[:3], v.shape[-1], dtype=acc, device=q.device)
+        for ks in range(0, s_k, bk):
+            if not _tile_visible(qs, rows, ks, causal):
+                skipped += 1
+                continue
+            tiles += 1
+            kj, vj = k[:, :, ks:ks + bk].to(acc), v[:, :, ks:ks + bk].to(acc)
+            s = (qi @ kj.transpose(-1, -2)) * scale
+            if causal and ks + kj.shape[2] - 1 > qs:  # the tile crosses the diagonal
+                s = s.masked_fill(_causal_mask(qs, rows, ks, kj.shape[2], q.device), -math.inf)
+            m_new = torch.maximum(m, s.amax(dim=-1))
+            safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+            p = torch.exp(s - safe[..., None])
+            c = torch.exp(m - safe)
+            l = c * l + p.sum(dim=-1)
+            o_acc = c[..., None] * o_acc + p @ vj
+            m = m_new
+        o[:, :, qs:qs + rows] = (o_acc / l[..., None]).to(q.dtype)
+        lse[:, :, qs:qs + rows] = m + torch.log(l)
+    if stats is not None:
+        stats["tiles"] = stats.get("tiles", 0) + tiles
+        stats["skipped"] = stats.get("skipped", 0) + skipped
+    return o, lse
+
+
+def flash_attention_backward(q, k, v, o, lse, do, causal: bool = False, block_size=DEFAULT_BLOCK,
+                             scale: float | None = None, stats: dict | None = None):
+    """FlashAttention-2 backward (Dao 2023, Algorithm 2); returns (dQ, dK, dV).
+
+    Inputs: q, k, v and the forward's O and L (row logsumexp, from flash_attention2_forward) and
+    dO = dLoss/dO. First D = rowsum(dO * O) (B, H, s_q) (= rowsum(P * dP), the softmax
+    Jacobian's correction term). Then for each key block j (outer) and query block i (inner):
+        S = scale * Q_i K_j^T,  P = exp(S - L_i)      (recomputed: P was never stored)
+        dV_j += P^T dO_i,       dP = dO_i V_j^T,      dS = P * (dP - D_i)
+        dQ_i += scale * dS K_j, dK_j += scale * dS^T Q_i
+    Causal: tiles entirely above the diagonal are skipped (stats "tiles"/"skipped"), P is 0 above
+    the diagonal in the tiles that cross it. Accumulation in fp32 for fp16/bf16 (float64 for
+    float64); gradients come back in the input dtype. No (s_q, s_k) tensor is created: the
+    largest temporary is one (B, H, B_r, B_c) tile.
+    """
+    _check_qkv(q, k, v)
+    for name, t in (("o", o), ("lse", lse), ("do", do)):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got "
+                             f"{getattr(t, 'dtype', type(t).__name__)}")
+    _check_same_dtype(q=q, k=k, v=v, o=o, do=do)
+    o_shape = (*q.shape[:3], v.shape[-1])
+    if tuple(o.shape) != o_shape or tuple(do.shape) != o_shape:
+        raise ValueError(f"o and do must have shape {o_shape} (q's batch, heads, seq and v's head dim), "
+                         f"got o {tuple(o.shape)}, do {tuple(do.shape)}")
+    if tuple(lse.shape) != tuple(q.shape[:3]):
+        raise ValueError(f"lse must have shape {tuple(q.shape[:3])} (batch, heads, s_q), got {tuple(lse.shape)}")
+    bq, bk = _blocks(block_size)
+    scale = _scale_for(q, scale)
+    acc = _acc_dtype(q.dtype)
+    s_q, s_k = q.shape[2], k.shape[2]
+    D = (do.to(acc) * o.to(acc)).sum(dim=-1)  # (B, H, s_q)
+    L = lse.to(acc)
+    dq = torch.zeros(q.shape, dtype=acc, device=q.device)
+    dk = torch.empty(k.shape, dtype=q.dtype, device=q.device)
+    dv = torch.empty(v.shape, dtype=q.dtype, device=q.device)
+    tiles = skipped = 0
+    for ks in range(0, s_k, bk):
+        kj, vj = k[:, :, ks:ks + bk].to(acc), v[:, :, ks:ks + bk].to(acc)
+        cols = kj.shape[2]
+        dk_j = torch.zeros(kj.shape, dtype=acc, device=q.device)
+        dv_j = torch.zeros(vj.shape, dtype=acc, device=q.device)
+        for qs in range(0, s_q, bq):
+            rows = min(bq, s_q - qs)
+            if not _tile_visible(qs, rows, ks, causal):
+                skipped += 1
+                continue
+            tiles += 1
+            qi, doi = q[:, :, qs:qs + rows].to(acc), do[:, :, qs:qs + rows].to(acc)
+            s = (qi @ kj.transpose(-1, -2)) * scale
+            if causal and ks + cols - 1 > qs:
+                s = s.masked_fill(_causal_mask(qs, rows, ks, cols, q.device), -math.inf)
+            p = torch.exp(s - L[:, :, qs:qs + rows, None])
+            dv_j += p.transpose(-1, -2) @ doi
+            dp = doi @ vj.transpose(-1, -2)
+            ds = p * (dp - D[:, :, qs:qs + rows, None])
+            dq[:, :, qs:qs + rows] += (ds @ kj) * scale
+            dk_j += (ds.transpose(-1, -2) @ qi) * scale
+        dk[:, :, ks:ks + cols] = dk_j.to(q.dtype)
+        dv[:, :, ks:ks + cols] = dv_j.to(q.dtype)
+    if stats is not None:
+        stats["tiles"] = stats.get("tiles", 0) + tiles
+        stats["skipped"] = stats.get("skipped", 0) + skipped
+    return dq.to(q.dtype), dk, dv
+
+
+def _triton_usable(q) -> bool:
+    if not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        return False
+    try:
+        from . import attention_triton
+    except ImportError:
+        return False
+    return attention_triton.available()
+
+
+class FlashAttention2(torch.autograd.Function):
+    """softmax(Q K^T / sqrt(d)) V with the FlashAttention-2 forward and recomputation backward.
+
+    `FlashAttention2.apply(q, k, v, causal=False, block_size=None, backend=None)`; q, k, v
+    (batch, heads, seq, head_dim), one floating dtype. Saved for backward: q, k, v, O and the
+    row logsumexp L only (4 io tensors + one value per row; never the s x s probabilities).
+    backend: None = "triton" when the tensors are on CUDA in fp16/bf16/fp32 and triton imports
+    (solutions_lib.attention_triton), else "torch" (flash_attention2_forward /
+    flash_attention_backward, tile loops in Python); "triton" forces the kernels (also on CPU
+    under TRITON_INTERPRET=1). block_size (int or (B_r, B_c)) applies to the torch path;
+    BLOCK_SIZE is the default. After each call `last_stats` holds {"backend", "forward":
+    {"tiles", "skipped"}, "backward": {...}} (torch path; causal block skipping counted).
+    """
+
+    BLOCK_SIZE = DEFAULT_BLOCK
+    last_stats: dict = {}
+
+    @classmethod
+    def apply(cls, q, k, v, causal: bool = False, block_size=None, backend: str | None = None):
+        _check_qkv(q, k, v)
+        _check_same_dtype(q=q, k=k, v=v)
+        if not isinstance(causal, bool):
+            raise ValueError(f"causal must be True or False, got {causal!r}")
+        blocks = _blocks(cls.BLOCK_SIZE if block_size is None else block_size)
+        if backend is None:
+            backend = "triton" if _triton_usable(q) else "torch"
+        elif backend not in ("torch", "triton"):
+            raise ValueError(f"backend must be None, 'torch' or 'triton', got {backend!r}")
+        if backend == "triton":
+            from . import attention_triton
+            if not attention_triton.available():
+                raise ValueError("backend='triton' needs the triton package (pip install triton)")
+            if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+                raise ValueError(f"backend='triton' takes fp16, bf16 or fp32, got {q.dtype}")
+        cls.last_stats = {"backend": backend, "forward": {}, "backward": {}}
+        return super().apply(q, k, v, causal, blocks, backend)
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, blocks, backend):
+        stats = FlashAttention2.last_stats
+        if backend == "triton":
+            from . import attention_triton
+            o, lse = attention_triton.flash_attention_forward(q, k, v, causal=causal)
+        else:
+            o, lse = flash_attention2_forward(q, k, v, causal, blocks, stats=stats["forward"])
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.blocks, ctx.backend, ctx.stats = causal, blocks, backend, stats
+        return o
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        do = do.contiguous()
+        if ctx.backend == "triton":
+            from . import attention_triton
+            dq, dk, dv = attention_triton.flash_attention_backward(q, k, v, o, lse, do, causal=ctx.causal)
+        else:
+            dq, dk, dv = flash_attention_backward(q, k, v, o, lse, do, ctx.causal, ctx.blocks,
+                                                  stats=ctx.stats["backward"])
+        return dq, dk, dv, None, None, None
+
+
+def flash_attention2(q, k, v, causal: bool = False, block_size=None, backend: str | None = None):
+    """FlashAttention2.apply with keyword arguments."""
+    return FlashAttention2.apply(q, k, v, causal, block_size, backend)
