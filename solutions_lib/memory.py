@@ -392,7 +392,8 @@ def estimate_memory_consumption(model, batch, checkpointing=False) -> MemoryEsti
     1. parameters: sum of numel * element_size over the (unique) parameters;
     2. activations: `saved_activation_bytes` of one forward pass, with the model's own
        checkpointing switched on or off (`model.checkpointing`); on CUDA also the peak
-       allocated memory of forward + backward (torch.cuda.max_memory_allocated);
+       allocated memory of forward + backward (torch.cuda.max_memory_allocated), measured after
+       one warm-up forward + backward (so cuBLAS's workspace is not counted);
     3. gradients: the .grad tensors after backward of the sum of the outputs;
     4. optimizer: build torch.optim.AdamW on the copy, step once, count the state tensors.
     `checkpointing=True` on a model without a `checkpointing` attribute raises ValueError.
@@ -420,6 +421,11 @@ def estimate_memory_consumption(model, batch, checkpointing=False) -> MemoryEsti
 
     cuda = any(p.is_cuda for p in params)
     if cuda:
+        # Warm up first: the first matmul on a stream allocates cuBLAS's workspace (tens of MiB)
+        # through the caching allocator, which would otherwise count as this model's peak.
+        _scalar(_call(m, batch)).backward()
+        for p in params:
+            p.grad = None
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
