@@ -595,3 +595,105 @@ class FlashAttention2(torch.autograd.Function):
 def flash_attention2(q, k, v, causal: bool = False, block_size=None, backend: str | None = None):
     """FlashAttention2.apply with keyword arguments."""
     return FlashAttention2.apply(q, k, v, causal, block_size, backend)
+
+
+# ---------------------------------------------------------------- time and memory benchmark
+
+BENCH_METHODS = ("naive", "sdpa", "fa2_torch", "fa2_triton")
+
+
+def _bench_fn(method, causal, block_size):
+    if method == "naive":
+        return lambda q, k, v: naive_attention(q, k, v, causal=causal)
+    if method == "sdpa":
+        return lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    backend = "torch" if method == "fa2_torch" else "triton"
+    return lambda q, k, v: FlashAttention2.apply(q, k, v, causal, block_size, backend)
+
+
+def attention_benchmark(seq_lens=None, device=None, batch: int = 1, heads: int = 8, head_dim: int = 64,
+                        dtype=None, causal: bool = True, repeats: int = 3, time_budget_s: float | None = None,
+                        methods=BENCH_METHODS, block_size=None, out=None) -> list[dict]:
+    """Forward+backward time and memory of naive attention, SDPA, FlashAttention2 (PyTorch tile
+    loops) and FlashAttention2 (Triton kernels, CUDA only) for each sequence length.
+
+    One row per (seq_len, method): "ms" = median wall time of `repeats` forward+backward passes
+    (after one warm-up; CUDA synchronised), "peak_bytes" = on CUDA torch.cuda.max_memory_allocated
+    during one forward+backward minus what was allocated before (inputs excluded; gradients,
+    saved tensors and temporaries included), on CPU the bytes autograd saves for the backward
+    (saved_tensor_bytes), "memory_kind" says which. A method that runs out of memory gets
+    "error". Defaults: CUDA bf16, s = 128..16384; CPU fp32, s = 128..2048 (the Python tile loop
+    and the naive s x s matrices make longer CPU runs take minutes). Once `time_budget_s` is
+    spent, longer sequence lengths are skipped (rows with error "time budget").
+    """
+    import time
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = device.type == "cuda"
+    dtype = dtype or (torch.bfloat16 if cuda else torch.float32)
+    seq_lens = list(seq_lens or ([128 << i for i in range(8)] if cuda else [128 << i for i in range(5)]))
+    block_size = block_size or (1024 if cuda else 128)
+    methods = [m for m in methods if m != "fa2_triton" or (cuda and _triton_usable(torch.empty(0, device=device,
+                                                                                                dtype=dtype)))]
+    t_start = time.perf_counter()
+    rows = []
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    for s in seq_lens:
+        g = torch.Generator(device="cpu").manual_seed(s)
+        base = [torch.randn(batch, heads, s, head_dim, generator=g).to(device, dtype) for _ in range(4)]
+        for method in methods:
+            row = {"seq_len": s, "method": method, "device": str(device), "dtype": str(dtype).replace("torch.", ""),
+                   "causal": causal, "batch": batch, "heads": heads, "head_dim": head_dim,
+                   "block_size": block_size if method == "fa2_torch" else None}
+            if time_budget_s is not None and time.perf_counter() - t_start > time_budget_s:
+                row["error"] = "time budget"
+                rows.append(row)
+                continue
+            fn = _bench_fn(method, causal, block_size)
+            q, k, v = (t.clone().requires_grad_() for t in base[:3])
+            do = base[3]
+
+            def step():
+                for t in (q, k, v):
+                    t.grad = None
+                fn(q, k, v).backward(do)
+
+            try:
+                step()  # warm-up (Triton compiles here)
+                sync()
+                times = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    step()
+                    sync()
+                    times.append(time.perf_counter() - t0)
+                row["ms"] = 1e3 * float(np.median(times))
+                if cuda:
+                    for t in (q, k, v):
+                        t.grad = None
+                    torch.cuda.empty_cache()
+                    torch.cuda.reset_peak_memory_stats(device)
+                    before = torch.cuda.memory_allocated(device)
+                    step()
+                    sync()
+                    row["peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - before)
+                    row["memory_kind"] = "cuda peak during fwd+bwd (inputs excluded)"
+                else:
+                    row["peak_bytes"] = saved_tensor_bytes(fn, q, k, v)
+                    row["memory_kind"] = "bytes saved for backward"
+            except torch.OutOfMemoryError:
+                row["error"] = "out of memory"
+            except RuntimeError as exc:  # pragma: no cover - e.g. a kernel out of resources
+                row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+            finally:
+                q = k = v = None
+                if cuda:
+                    torch.cuda.empty_cache()
+            rows.append(row)
+            if out is not None:
+                out(row)
+    return rows

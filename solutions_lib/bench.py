@@ -11,6 +11,11 @@ grading stock `nbgrader autograde` of one solved student vs plain nbclient execu
         same notebooks, with the fixed costs broken down (course/speed.py). Goal: <= 1.3x.
         Not in the default set (minutes); `--assignments 01_optimizers,03_memory` picks some,
         `--baseline` also grades with nbgrader's stock settings (before the course's speed cuts).
+attention
+        forward+backward time and memory of naive attention, SDPA, FlashAttention2 in PyTorch
+        (tile loops) and, on CUDA with triton, the Triton kernels, causal, s = 128..16k on CUDA
+        (bf16), 128..2048 on CPU (fp32; ~35 s on 2 cores, so not in the default set).
+        Goal: FlashAttention2 saves no s x s tensor (CPU: saved bytes equal SDPA's flash kernel).
 """
 from __future__ import annotations
 
@@ -108,8 +113,36 @@ def fairness(out=print, assignments=None, sweep="both") -> bool:
     return fairness_main(assignments, kinds, out=out)
 
 
-BENCHES = {"memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness}
-DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours: ask for them by name
+def attention(out=print, **config) -> bool:
+    from .attention import attention_benchmark
+
+    rows = attention_benchmark(**config)
+    r0 = rows[0]
+    out(f"attention forward+backward on {r0['device']} ({r0['dtype']}, causal={r0['causal']}, batch={r0['batch']}, "
+        f"heads={r0['heads']}, head_dim={r0['head_dim']}; fa2_torch tiles {next((r['block_size'] for r in rows if r['block_size']), '-')}); "
+        f"memory: {next((r['memory_kind'] for r in rows if 'memory_kind' in r), '-')}")
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    out(f"{'seq':>6} " + " ".join(f"{m + ' ms':>14} {m + ' mem':>14}" for m in methods))
+    ok = True
+    for s in dict.fromkeys(r["seq_len"] for r in rows):
+        cells = []
+        by = {r["method"]: r for r in rows if r["seq_len"] == s}
+        for m in methods:
+            r = by[m]
+            if "error" in r:
+                cells.append(f"{r['error'][:14]:>14} {'':>14}")
+            else:
+                cells.append(f"{r['ms']:>14.2f} {_fmt_bytes(r['peak_bytes']):>14}")
+        out(f"{s:>6} " + " ".join(cells))
+        fa, naive = by.get("fa2_torch"), by.get("naive")
+        if fa and naive and "peak_bytes" in fa and "peak_bytes" in naive and s >= 1024:
+            ok &= fa["peak_bytes"] < naive["peak_bytes"]
+    out(f"goal: FlashAttention2 uses less memory than naive attention from s = 1024 -> {'met' if ok else 'NOT met'}")
+    return ok
+
+
+BENCHES = {"memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention}
+DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention ~35 s on CPU: ask for them by name
 
 
 def main(names=None, assignments=None, baseline=False, sweep="both") -> int:
