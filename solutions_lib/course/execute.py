@@ -16,9 +16,12 @@ a partial-credit value, can no longer count for it), an answer cell says why its
 """
 from __future__ import annotations
 
+import os
+
+from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 from .config import OUTPUT_CAP_BYTES
 
@@ -72,6 +75,25 @@ class CourseExecute(Execute):
                                     "cell_reserve_bytes and gets an OutputTooLarge error.")
     cell_reserve_bytes = Integer(CELL_RESERVE_BYTES, config=True,
                                  help="Output bytes every cell may keep once the notebook's cap is spent.")
+
+    withhold_references = Bool(True, config=True,
+                               help="During autograde, kernels import the view of solutions_lib with the "
+                                    "reference answers withheld (withheld_view.py).")
+
+    async def async_start_new_kernel(self, **kwargs):
+        # Without the sandbox the view comes first on the kernel's PYTHONPATH (the sandbox binds
+        # it over the package itself): the same tests see the same stand-ins either way.
+        if self.withhold_references and os.environ.get("NBGRADER_EXECUTION") == "autograde" and "env" not in kwargs:
+            from .withheld_view import build_view
+
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join([str(build_view().parent)] +
+                                                [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+            kwargs["env"] = env
+        await super().async_start_new_kernel(**kwargs)
+
+    # nbclient binds the sync name to the base class's coroutine at class creation
+    start_new_kernel = run_sync(async_start_new_kernel)
 
     def preprocess(self, nb, resources=None, km=None):
         self._kept_total = 0
