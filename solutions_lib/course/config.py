@@ -35,11 +35,58 @@ def gradebook_url(root) -> str:
     $TAS_DB_URL (any SQLAlchemy URL, e.g. postgresql+psycopg2://user:pass@host/dbname) moves
     the gradebook of the instructor's course (the repository holding this package) off
     SQLite. Temporary courses (tests, the self-check) keep their own throw-away SQLite file.
+    $TAS_DB_URL_ROOT (course roots separated by os.pathsep) names the courses the URL applies
+    to instead of the repository: a second grading host's clone, a test's temporary course.
     """
     root = os.path.abspath(root)
-    if os.environ.get("TAS_DB_URL") and os.path.realpath(root) == _REPO_ROOT:
-        return os.environ["TAS_DB_URL"]
+    url = os.environ.get("TAS_DB_URL")
+    if url:
+        named = os.environ.get("TAS_DB_URL_ROOT")
+        roots = [os.path.realpath(r) for r in named.split(os.pathsep) if r] if named else [_REPO_ROOT]
+        if os.path.realpath(root) in roots:
+            return url
     return "sqlite:///" + os.path.join(root, "gradebook.db")
+
+
+#: nbgrader's default exchange, which must exist before anyone uses it.
+DEFAULT_EXCHANGE = "/usr/local/share/nbgrader/exchange"
+
+
+def _exchange_configured_elsewhere() -> bool:
+    """Whether a Jupyter config file outside the course (~/.jupyter, /etc/jupyter, ...) names
+    an exchange: nbgrader merges those files with the course's, and theirs must stand."""
+    try:
+        from jupyter_core.paths import jupyter_config_path
+    except ImportError:
+        return False
+    for d in jupyter_config_path():
+        for name in ("nbgrader_config.py", "nbgrader_config.json"):
+            try:
+                with open(os.path.join(d, name), encoding="utf-8", errors="replace") as f:
+                    if "Exchange" in f.read():
+                        return True
+            except OSError:
+                pass
+    return False
+
+
+def course_exchange(c, root: str) -> None:
+    """A course-local exchange, `<root>/exchange`, when nothing else names one and nbgrader's
+    default cannot be used: without an existing exchange the Formgrader opens with a warning
+    and release/collect are off. On JupyterHub set the shared one
+    (`c.Exchange.root = "/srv/nbgrader/exchange"` after apply_course_config): that wins."""
+    if "root" in c.Exchange or _exchange_configured_elsewhere():
+        return
+    if os.path.isdir(DEFAULT_EXCHANGE) and os.access(DEFAULT_EXCHANGE, os.W_OK | os.X_OK):
+        return
+    ex = os.path.join(root, "exchange")
+    try:
+        if not os.path.isdir(ex):
+            os.makedirs(ex, exist_ok=True)
+            os.chmod(ex, 0o1777)  # what `nbgrader release_assignment` would set (sticky: no deletes by others)
+    except OSError:
+        return  # a read-only course root: nbgrader's default and its warning, as before
+    c.Exchange.root = ex
 
 
 def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> None:
@@ -49,6 +96,7 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
     c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.db_url = gradebook_url(root)
     c.CourseDirectory.ignore = list(IGNORE)
+    course_exchange(c, root)
     # `Execute.timeout` is the knob nbgrader reads (it overrides ExecutePreprocessor.timeout).
     c.Execute.timeout = cell_timeout
     c.Execute.interrupt_on_timeout = True
