@@ -64,6 +64,18 @@ def test_half_solved_scores_in_between(graded):
     assert 0 < half < full, f"{a}: half-solved scored {half} of {full}"
 
 
+@pytest.mark.parametrize("student", ["blank", "half"])
+def test_every_lost_point_says_why(graded, student):
+    """Issue 15: every test cell that scores less than full carries a message a student can act
+    on (what was checked, or which answer is missing), never a bare zero."""
+    a, course = graded
+    for nb in course.results(a, student).notebooks:
+        for c in nb.cells:
+            if c.kind == "tests" and (c.points or 0) < c.max_points:
+                text = " ".join(c.messages)
+                assert len(text) >= 15, f"{a}/{nb.name} {c.grade_id}: scores {c.points} with no reason: {c.messages}"
+
+
 def test_selfcheck_agrees_with_autograde(graded, monkeypatch):
     a, course = graded
     monkeypatch.setenv("TAS_COURSE_ROOT", str(ROOT))

@@ -249,10 +249,33 @@ def decide_notebook(nb, trusted_entry: dict) -> None:
             raise RuntimeError(f"test cell {gid} differs from the source notebook's: the assignment was changed "
                                "after `nbgrader generate_assignment`; run it again (with --force) before grading")
         failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+        if failed:
+            explain_errors(cell)
         problem, tampering = (None, False) if failed else decide(cell, cells[gid])
         normalise_outputs(cell)
         if problem:
             _fail(cell, problem, tampering)
+
+
+EXPLAIN = {
+    "NotImplementedError": ("an answer this test uses still raises NotImplementedError: replace the "
+                            "`raise NotImplementedError()` line of the answer cell above with your code"),
+    "NameError": "run the answer cell above this test (a name it defines is missing, or that cell failed)",
+    "CellTimeoutError": "the cell ran past the grader's time limit: look for an endless loop or a very slow answer",
+    "KeyboardInterrupt": "the cell ran past the grader's time limit: look for an endless loop or a very slow answer",
+}
+
+
+def explain_errors(cell) -> None:
+    """Give a bare error of a failed test cell (a blank answer's NotImplementedError, a
+    NameError, a timeout) a message a student can act on (issue 15: every zero says why)."""
+    for o in cell.get("outputs", []):
+        if o.get("output_type") != "error":
+            continue
+        hint = EXPLAIN.get(str(o.get("ename", "")))
+        evalue = str(o.get("evalue", ""))
+        if hint and hint not in evalue:
+            o["evalue"] = f"{evalue} ({hint})" if evalue.strip() else hint
 
 
 def integrity_flags(nb) -> list[tuple[str, str]]:

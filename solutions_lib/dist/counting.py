@@ -73,7 +73,9 @@ class CommCounter:
 
     def __enter__(self):
         for name in _SIZED_BY:
-            original = getattr(c10d, name)
+            original = getattr(c10d, name, None)
+            if original is None:      # not in this torch version (e.g. reduce_scatter_single in 2.11)
+                continue
             wrapped = self._wrap(name, original)
             for mod in (dist, c10d):
                 if getattr(mod, name, None) is original:
