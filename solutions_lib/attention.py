@@ -142,7 +142,7 @@ def naive_attention(q, k, v, causal: bool = False, scale: float | None = None):
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     s = (q * scale) @ k.transpose(-1, -2)
     if causal:
-        s = s.masked_fill(torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).triu(1), -math.inf)
+        s = s.masked_fill(torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1), -math.inf)
     return torch.softmax(s, dim=-1) @ v
 
 
@@ -612,7 +612,7 @@ def _bench_fn(method, causal, block_size):
 
 
 def attention_benchmark(seq_lens=None, device=None, batch: int = 1, heads: int = 8, head_dim: int = 64,
-                        dtype=None, causal: bool = True, repeats: int = 3, time_budget_s: float | None = None,
+                        dtype=None, causal: bool = True, repeats: int = 5, time_budget_s: float | None = None,
                         methods=BENCH_METHODS, block_size=None, out=None) -> list[dict]:
     """Forward+backward time and memory of naive attention, SDPA, FlashAttention2 (PyTorch tile
     loops) and FlashAttention2 (Triton kernels, CUDA only) for each sequence length.
