@@ -15,8 +15,10 @@ NOTEBOOKS = source_notebooks(ROOT)
 IDS = [f"{p.parent.name}/{p.name}" for p in NOTEBOOKS]
 
 
-def test_syllabus_has_87_ids():
-    assert len(SYLLABUS) == 87
+def test_syllabus_has_87_seed_ids_and_10_ext_ids():
+    from solutions_lib.course.syllabus import EXT_IDS, SEED_IDS
+
+    assert len(SEED_IDS) == 87 and len(EXT_IDS) == 10 and len(SYLLABUS) == 97
 
 
 def test_every_syllabus_id_is_graded_or_listed_as_not_yet_written():
