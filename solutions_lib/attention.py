@@ -612,13 +612,13 @@ def _bench_fn(method, causal, block_size):
 
 
 def attention_benchmark(seq_lens=None, device=None, batch: int = 1, heads: int = 8, head_dim: int = 64,
-                        dtype=None, causal: bool = True, repeats: int = 5, time_budget_s: float | None = None,
+                        dtype=None, causal: bool = True, repeats: int | None = None, time_budget_s: float | None = None,
                         methods=BENCH_METHODS, block_size=None, out=None) -> list[dict]:
     """Forward+backward time and memory of naive attention, SDPA, FlashAttention2 (PyTorch tile
     loops) and FlashAttention2 (Triton kernels, CUDA only) for each sequence length.
 
-    One row per (seq_len, method): "ms" = median wall time of `repeats` forward+backward passes
-    (after one warm-up; CUDA synchronised), "peak_bytes" = on CUDA torch.cuda.max_memory_allocated
+    One row per (seq_len, method): "ms" = median wall time of `repeats` (default 5 on CUDA, 2 on
+    CPU) forward+backward passes (after one warm-up; CUDA synchronised), "peak_bytes" = on CUDA torch.cuda.max_memory_allocated
     during one forward+backward minus what was allocated before (inputs excluded; gradients,
     saved tensors and temporaries included), on CPU the bytes autograd saves for the backward
     (saved_tensor_bytes), "memory_kind" says which. A method that runs out of memory gets
@@ -633,6 +633,7 @@ def attention_benchmark(seq_lens=None, device=None, batch: int = 1, heads: int =
     dtype = dtype or (torch.bfloat16 if cuda else torch.float32)
     seq_lens = list(seq_lens or ([128 << i for i in range(8)] if cuda else [128 << i for i in range(5)]))
     block_size = block_size or (1024 if cuda else 128)
+    repeats = repeats or (5 if cuda else 2)
     methods = [m for m in methods if m != "fa2_triton" or (cuda and _triton_usable(torch.empty(0, device=device,
                                                                                                 dtype=dtype)))]
     t_start = time.perf_counter()

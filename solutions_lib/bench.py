@@ -14,7 +14,7 @@ grading stock `nbgrader autograde` of one solved student vs plain nbclient execu
 attention
         forward+backward time and memory of naive attention, SDPA, FlashAttention2 in PyTorch
         (tile loops) and, on CUDA with triton, the Triton kernels, causal, s = 128..16k on CUDA
-        (bf16), 128..2048 on CPU (fp32; ~35 s on 2 cores, so not in the default set).
+        (bf16), 128..2048 on CPU (fp32; 35-60 s on 2 shared cores, so not in the default set).
         Goal: FlashAttention2 below naive attention's memory once s spans two tiles (1024 for Triton).
 """
 from __future__ import annotations
@@ -146,7 +146,7 @@ def attention(out=print, **config) -> bool:
 
 
 BENCHES = {"memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention}
-DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention ~35 s on CPU: ask for them by name
+DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
 
 def main(names=None, assignments=None, baseline=False, sweep="both") -> int:
