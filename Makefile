@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 # pytest workers: the suite is sized for 2 cores.
 JOBS   ?= 2
 
-.PHONY: demo test lab release fmt coverage check venv clean
+.PHONY: demo demo-all test lab release fmt coverage check venv clean
 
 venv: $(VENV)/.installed
 
@@ -21,9 +21,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -c "import torch, nbgrader, solutions_lib"
 	touch $@
 
-## the main job: build release/, grade a sample class, print the grade table
+## the main job: build release/, grade a sample class (two assignments, parallel workers), print the table
 demo: venv
 	$(PY) -m solutions_lib demo
+
+## the same for every assignment of the course (says how long before it starts)
+demo-all: venv
+	$(PY) -m solutions_lib demo --all
 
 ## the whole test suite
 test: venv
@@ -49,4 +53,5 @@ check: venv
 	$(PY) -m solutions_lib check "$(NB)"
 
 clean:
-	rm -rf submitted feedback autograded/*/ gradebook.db grades.csv demo_report.*
+	rm -rf submitted feedback autograded/*/ gradebook.db grades.csv demo_report.* \
+		grades_by_question.csv grades_by_student.csv flags.csv

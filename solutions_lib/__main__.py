@@ -84,7 +84,7 @@ def cmd_demo(args) -> int:
     from .course.demo import main
 
     _quiet()
-    return main()
+    return main(all_assignments=args.all, workers=args.workers)
 
 
 def cmd_scan(args) -> int:
@@ -104,7 +104,7 @@ def cmd_autograde(args) -> int:
     from .course.parallel import main
 
     return main(args.assignment, students=args.student, workers=args.workers, root=args.root,
-                timeout=args.timeout_per_student)
+                timeout=args.timeout_per_student, shard=args.shard, claim_run=args.claim)
 
 
 def cmd_sandbox(args) -> int:
@@ -151,10 +151,17 @@ def main(argv=None) -> int:
     c.add_argument("--root", help="course root (default: $TAS_COURSE_ROOT or this repository)")
     c.add_argument("--timeout-per-student", type=float, metavar="SECONDS",
                    help="kill a student's nbgrader run after this long (default: none)")
+    c.add_argument("--shard", metavar="K/N", help="grade share K of N of the class (several grading hosts, "
+                   "one shared gradebook: run 1/N .. N/N, one per host)")
+    c.add_argument("--claim", metavar="RUN", help="share the class with the other hosts started with the same "
+                   "RUN name: each student is claimed in the shared gradebook before grading")
     c.set_defaults(func=cmd_autograde)
     sub.add_parser("sandbox", help="what a grading kernel is held to on this machine").set_defaults(func=cmd_sandbox)
     sub.add_parser("release", help="rebuild release/ from source/").set_defaults(func=cmd_release)
-    sub.add_parser("demo", help="the main job: release, grade a sample class, print the table").set_defaults(func=cmd_demo)
+    c = sub.add_parser("demo", help="the main job: release, grade a sample class, print the table")
+    c.add_argument("--all", action="store_true", help="every assignment (says how long first), not the sample")
+    c.add_argument("--workers", type=int, help="notebooks graded at once (default: the number of CPUs)")
+    c.set_defaults(func=cmd_demo)
     args = p.parse_args(argv)
     return args.func(args)
 

@@ -83,7 +83,8 @@ SQLITE_BUSY_TIMEOUT_S = 60
 @dataclass
 class StudentRun:
     student: str
-    status: str = "pending"       # "ok", "failed" (non-zero exit) or "timeout"
+    status: str = "pending"       # "ok", "failed" (non-zero exit), "timeout", or "elsewhere"
+                                  # (--claim: another grading host claimed this student)
     seconds: float = 0.0          # wall time of this student's runs, retries included
     returncode: int | None = None
     attempts: int = 0
@@ -94,7 +95,7 @@ class StudentRun:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status in ("ok", "elsewhere")
 
     @property
     def reason(self) -> str:
@@ -157,10 +158,81 @@ def find_students(root: Path, assignment: str) -> list[str]:
     return sorted(p.name for p in sub.iterdir() if (p / assignment).is_dir())
 
 
+def shard_of(student: str, shards: int) -> int:
+    """The share (1..shards) that `student` belongs to: a hash of the id alone, so every grading
+    host computes the same split from its own copy of the class, whatever else it holds."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(student.encode("utf-8", "surrogateescape")).digest()[:8], "big") % shards + 1
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'K/N' -> (K, N), 1 <= K <= N."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise GradingSetupError(f"--shard takes K/N (e.g. 1/2), got {text!r}") from None
+    if not 1 <= k <= n:
+        raise GradingSetupError(f"--shard {text}: need 1 <= K <= N")
+    return k, n
+
+
+#: The claims of `--claim RUN`: one row per (run, assignment, student), inserted by the grading
+#: host that grades the student; the primary key lets exactly one host's insert succeed.
+CLAIMS_TABLE = "tas_claims"
+
+
+def _claims_engine(db_url: str):
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import DBAPIError
+
+    engine = create_engine(db_url, future=True)
+    for attempt in range(5):  # two hosts may create the table at once (PostgreSQL: pg_type race)
+        try:
+            with engine.begin() as conn:
+                conn.execute(text(
+                    f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (run VARCHAR(128) NOT NULL, "
+                    "assignment VARCHAR(128) NOT NULL, student VARCHAR(128) NOT NULL, "
+                    "host VARCHAR(256) NOT NULL, claimed_at FLOAT NOT NULL, "
+                    "PRIMARY KEY (run, assignment, student))"))
+            return engine
+        except DBAPIError:
+            if attempt == 4:
+                raise
+            time.sleep(random.uniform(0.1, 0.5))
+    return engine
+
+
+def claim(engine, run: str, assignment: str, student: str, host: str) -> str:
+    """Claim `student` for `host` in grading run `run`; returns the host that holds the claim
+    (`host` itself when this call won it, or when `host` held it already: a re-run after a crash)."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f"INSERT INTO {CLAIMS_TABLE} (run, assignment, student, host, claimed_at) "
+                              "VALUES (:r, :a, :s, :h, :t)"),
+                         {"r": run, "a": assignment, "s": student, "h": host, "t": time.time()})
+        return host
+    except IntegrityError:
+        with engine.connect() as conn:
+            return conn.execute(text(f"SELECT host FROM {CLAIMS_TABLE} WHERE run = :r AND assignment = :a "
+                                     "AND student = :s"), {"r": run, "a": assignment, "s": student}).scalar_one()
+
+
+def default_host(root) -> str:
+    """This grading host in the claims: the machine and the course root (a host that re-runs
+    after a crash gets its own claims back)."""
+    import socket
+
+    return f"{socket.gethostname()}:{Path(root).resolve()}"
+
+
 def prepare(root: Path, assignment: str, students: list[str]) -> str:
     """The serial phase: gradebook, course rows and student rows exist; the assignment too.
     Returns the course's gradebook URL."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
 
     db_url, course_id = course_settings(root)
     with Gradebook(db_url) as gb:   # the "default_course" row nbgrader's preprocessors use
@@ -181,7 +253,10 @@ def prepare(root: Path, assignment: str, students: list[str]) -> str:
             try:
                 gb.find_student(s)
             except MissingEntry:
-                gb.add_student(s)
+                try:
+                    gb.add_student(s)
+                except InvalidEntry:  # another grading host created it meanwhile (shared gradebook)
+                    gb.find_student(s)
     # the trusted run of each notebook (integrity.py), once, before the workers need it
     from .config import CELL_TIMEOUT_S
     from .trusted import TrustedRunError, trusted_records
@@ -194,9 +269,13 @@ def prepare(root: Path, assignment: str, students: list[str]) -> str:
 
 
 def _run_once(root: Path, assignment: str, student: str, timeout: float | None,
-              extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> tuple[int | None, str, bool]:
-    """One stock `nbgrader autograde A --student S --force [extra]`: (returncode, log, timed_out)."""
-    cmd = [nbgrader_executable(), "autograde", assignment, "--student", student, "--force", *extra]
+              extra: tuple[str, ...] = (), env: dict[str, str] | None = None,
+              on_line: Callable[[str], None] | None = None,
+              launcher: list[str] | None = None) -> tuple[int | None, str, bool]:
+    """One stock `nbgrader autograde A --student S --force [extra]`: (returncode, log, timed_out).
+    `on_line`, when given, sees each line of nbgrader's log as it is written (live progress);
+    `launcher` replaces the `nbgrader` script (e.g. nbgrader_cmd.command(): the same nbgrader)."""
+    cmd = [*(launcher or [nbgrader_executable()]), "autograde", assignment, "--student", student, "--force", *extra]
     # Its own session: a kill reaches nbgrader and whatever it started but the kernels, which
     # jupyter_client starts in sessions of their own and which die with their parent.
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -204,8 +283,23 @@ def _run_once(root: Path, assignment: str, student: str, timeout: float | None,
     with _RUNNING_LOCK:
         _RUNNING.add(proc)
     try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out, False
+        if on_line is None:
+            out, _ = proc.communicate(timeout=timeout)
+            return proc.returncode, out, False
+        lines: list[str] = []
+        timer = threading.Timer(timeout, _killpg, (proc, signal.SIGKILL)) if timeout else None
+        if timer:
+            timer.start()
+        try:
+            for line in proc.stdout:
+                lines.append(line)
+                on_line(line)
+            proc.wait()
+        finally:
+            if timer:
+                timer.cancel()
+        timed_out = bool(timer) and proc.returncode == -signal.SIGKILL
+        return (None if timed_out else proc.returncode), "".join(lines), timed_out
     except subprocess.TimeoutExpired:
         return None, _stop(proc), True
     finally:
@@ -259,12 +353,16 @@ def _stop(proc: subprocess.Popen) -> str:
 
 def grade_student(root: Path, assignment: str, student: str, timeout: float | None = None,
                   lock_retries: int = 2, extra: tuple[str, ...] = (),
-                  env: dict[str, str] | None = None) -> StudentRun:
+                  env: dict[str, str] | None = None,
+                  on_line: Callable[[str], None] | None = None,
+                  launcher: list[str] | None = None) -> StudentRun:
     run = StudentRun(student, started=time.time())
     t0 = time.perf_counter()
     while True:
         run.attempts += 1
-        rc, log, timed_out = _run_once(root, assignment, student, timeout, extra, env)
+        rc, log, timed_out = _run_once(root, assignment, student, timeout, extra, env,
+                                        **({'on_line': on_line} if on_line else {}),
+                                        **({'launcher': launcher} if launcher else {}))
         run.returncode, run.log = rc, log
         if timed_out:
             run.status = "timeout"
@@ -286,11 +384,20 @@ def grade_student(root: Path, assignment: str, student: str, timeout: float | No
 
 def autograde_class(root, assignment: str, students: list[str] | None = None, workers: int | None = None,
                     timeout: float | None = None, lock_retries: int = 2,
-                    progress: Callable[[StudentRun, int, int], None] | None = None) -> list[StudentRun]:
+                    progress: Callable[[StudentRun, int, int], None] | None = None,
+                    shard: tuple[int, int] | None = None, claim_run: str | None = None,
+                    host: str | None = None) -> list[StudentRun]:
     """Autograde `assignment` for `students` (default: every folder under submitted/) with
     `workers` stock nbgrader processes at a time (default: os.cpu_count()). Returns one
     StudentRun per student, in the order of `students`; raises GradingSetupError when the
-    course, the assignment or a student's submission is not there."""
+    course, the assignment or a student's submission is not there.
+
+    Several grading hosts, one class (one shared gradebook, e.g. PostgreSQL, and the same
+    submissions): `shard=(K, N)` keeps the students of share K of N (`shard_of`: disjoint, and
+    together the whole class); `claim_run=RUN` makes each student a claim in the gradebook
+    (`claim`), taken just before grading, so hosts started with the same RUN share the class
+    as they go (a faster host takes more) and a student claimed by another host is reported
+    as "elsewhere"."""
     ensure_tools_on_path()
     root = Path(root).resolve()
     if not (root / "nbgrader_config.py").is_file():
@@ -307,16 +414,33 @@ def autograde_class(root, assignment: str, students: list[str] | None = None, wo
         students = find_students(root, assignment)
         if not students:
             raise GradingSetupError(f"no submissions of {assignment!r} under {root / 'submitted'}")
+    if shard:
+        k, n = shard
+        students = [s for s in students if shard_of(s, n) == k]
+        if not students:
+            return []
     workers = max(1, int(workers or os.cpu_count() or 1))
     db_url = prepare(root, assignment, students)
     longer = busy_timeout_url(db_url)
     extra = (f"--CourseDirectory.db_url={longer}",) if longer else ()
+    job = grade_student
+    if claim_run:
+        engine = _claims_engine(db_url)
+        me = host or default_host(root)
+
+        def job(root, assignment, student, *args):
+            holder = claim(engine, claim_run, assignment, student, me)
+            if holder != me:
+                now = time.time()
+                return StudentRun(student, "elsewhere", started=now, finished=now,
+                                  notes=[f"claimed by {holder}"])
+            return grade_student(root, assignment, student, *args)
 
     env = thread_env(workers)
     runs: dict[str, StudentRun] = {}
     pool = ThreadPoolExecutor(max_workers=min(workers, len(students)))
     try:
-        futures = {pool.submit(grade_student, root, assignment, s, timeout, lock_retries, extra, env): s
+        futures = {pool.submit(job, root, assignment, s, timeout, lock_retries, extra, env): s
                    for s in students}
         for fut in as_completed(futures):
             s = futures[fut]
@@ -358,7 +482,8 @@ def format_runs(runs: list[StudentRun], wall: float) -> str:
 
 
 def main(assignment: str, students: list[str] | None = None, workers: int | None = None,
-         root=None, timeout: float | None = None) -> int:
+         root=None, timeout: float | None = None, shard: str | None = None,
+         claim_run: str | None = None) -> int:
     """The CLI: grade, print the table; 0 when every student was graded, 1 when not, 2 on a setup error."""
     from .paths import course_root
 
@@ -371,7 +496,8 @@ def main(assignment: str, students: list[str] | None = None, workers: int | None
             print(f"  [{done}/{total}] {run.student}: {run.status} ({run.seconds:.1f} s)", flush=True)
 
         t0 = time.perf_counter()
-        runs = autograde_class(root, assignment, students, n, timeout=timeout, progress=progress)
+        runs = autograde_class(root, assignment, students, n, timeout=timeout, progress=progress,
+                               shard=parse_shard(shard) if shard else None, claim_run=claim_run)
         wall = time.perf_counter() - t0
     except (GradingSetupError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
