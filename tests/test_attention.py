@@ -468,3 +468,26 @@ def test_bench_attention_rows_on_cpu():
     for s in (64, 128):
         assert by[(s, "fa2_torch")]["peak_bytes"] == 4 * 2 * s * 16 * 4 + 2 * s * 4  # q, k, v, O, L
         assert by[(s, "naive")]["peak_bytes"] > 2 * s * s * 4 and by[(s, "fa2_torch")]["ms"] > 0
+
+
+# ---------------------------------------------------------------- on a GPU (skipped without one)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (checked on an H100: docs/attention_bench_2026-11.md)")
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 5e-3), (torch.bfloat16, 3e-2), (torch.float32, 5e-5)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa2_on_cuda_matches_fp32_sdpa(dtype, tol, causal):
+    q, k, v, do = (t.detach().cuda().to(dtype) for t in _qkv((2, 3, 300, 64), seed=11))
+    got = _fwd_bwd(lambda a, b, c: FA2.apply(a, b, c, causal), q, k, v, do)
+    expected_backend = "torch"
+    try:
+        from solutions_lib import attention_triton
+        expected_backend = "triton" if attention_triton.available() else "torch"
+    except ImportError:
+        pass
+    assert FA2.last_stats["backend"] == expected_backend
+    ref = _fwd_bwd(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal),
+                   *(t.float() for t in (q, k, v, do)))
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, ref):
+        assert a.dtype == dtype
+        torch.testing.assert_close(a.float(), b, rtol=tol, atol=tol, msg=lambda m, n=name: f"{n}: {m}")
