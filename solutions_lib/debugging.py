@@ -40,17 +40,38 @@ def _2d(name, t):
     return t
 
 
-def make_lm_batch(rows, pad_id=None, ignore_index=-100):
+def _padding_positions(tokens, pad_id, eos_id=None):
+    """Bool mask of the padding in right-padded token rows: the run of `pad_id` at the end of
+    each row, except that when the tokenizer pads with its EOS token (`eos_id == pad_id`, as GPT-2
+    and LLaMA tokenizers are often set up) the first token of that run is the text's own EOS,
+    which is attended to and trained on, not padding."""
+    tokens = _2d("tokens", tokens)
+    is_pad = tokens == pad_id
+    # trailing run: positions from which every token to the end of the row is pad_id
+    trailing = is_pad.flip(1).long().cumprod(1).flip(1).bool()
+    if eos_id is not None and eos_id == pad_id:
+        first = trailing & ~torch.cat([torch.zeros_like(trailing[:, :1]), trailing[:, :-1]], 1)
+        trailing = trailing & ~first
+    return trailing
+
+
+def make_lm_batch(rows, pad_id=None, ignore_index=-100, eos_id=None):
     """(inputs, targets, attention_mask) from token rows of length T+1, done right.
 
     Targets whose token is padding get `ignore_index`; the attention mask is 1 on real tokens.
+    Padding is right padding (`_padding_positions`): with `eos_id == pad_id` the first pad token
+    after a row's text is its real EOS, kept as a target and attended to.
     """
     rows = _2d("rows", rows)
     inputs, targets = rows[:, :-1].clone(), rows[:, 1:].clone()
     if pad_id is None:
         return inputs, targets, torch.ones_like(inputs)
-    targets[targets == pad_id] = ignore_index
-    return inputs, targets, (inputs != pad_id).long()
+    if eos_id is None or eos_id != pad_id:
+        targets[targets == pad_id] = ignore_index
+        return inputs, targets, (inputs != pad_id).long()
+    pad = _padding_positions(rows, pad_id, eos_id)
+    targets[pad[:, 1:]] = ignore_index
+    return inputs, targets, (~pad[:, :-1]).long()
 
 
 def label_shift_problems(inputs, targets, ignore_index=-100) -> list[str]:
@@ -102,19 +123,32 @@ def causal_mask_problems(mask, seq_len=None) -> list[str]:
     return problems
 
 
-def padding_mask_problems(inputs, targets, attention_mask, pad_id, ignore_index=-100) -> list[str]:
-    """Check padding handling: attention_mask = (inputs != pad_id) and no target is pad_id."""
+def padding_mask_problems(inputs, targets, attention_mask, pad_id, ignore_index=-100, eos_id=None) -> list[str]:
+    """Check padding handling: attention_mask = (inputs != pad_id) and no target is pad_id.
+
+    With `eos_id == pad_id` a pad token can be real (the EOS that ends a text), so padding is the
+    run of pad tokens at the end of a row minus its first token (`_padding_positions`): the mask
+    must be 1 exactly off the padding, and a target at a padding position or just before the
+    padding (it would predict padding) must be `ignore_index`.
+    """
     inputs, targets, attention_mask = _2d("inputs", inputs), _2d("targets", targets), _2d("attention_mask", attention_mask)
     if not (inputs.shape == targets.shape == attention_mask.shape):
         return ["inputs, targets and attention_mask differ in shape"]
     problems = []
-    want = inputs != pad_id
+    shared = eos_id is not None and eos_id == pad_id
+    want = ~_padding_positions(inputs, pad_id, eos_id) if shared else inputs != pad_id
     got = attention_mask.bool()
     if (got & ~want).any():
         problems.append(f"{int((got & ~want).sum())} padding positions are attended to (attention_mask is 1 on padding)")
     if (~got & want).any():
-        problems.append(f"{int((~got & want).sum())} real tokens are masked out (attention_mask is 0 on them)")
-    n = int((targets == pad_id).sum())
+        problems.append(f"{int((~got & want).sum())} real tokens are masked out (attention_mask is 0 on them)"
+                        + (" (with pad id = EOS id, the first pad token after the text is its EOS)" if shared else ""))
+    if shared:
+        pad = ~want
+        before = torch.cat([pad[:, 1:], torch.zeros_like(pad[:, :1])], 1)
+        n = int(((pad | before) & (targets != ignore_index)).sum())
+    else:
+        n = int((targets == pad_id).sum())
     if n:
         problems.append(f"{n} targets are the pad token: the loss trains on padding (set them to {ignore_index})")
     return problems

@@ -61,6 +61,52 @@ def test_padding_mask():
     assert D.padding_mask_problems(x, y, torch.zeros_like(m), pad_id=0) != []
 
 
+def _batch_from_lengths(texts, T, pad):
+    """Independent oracle: rows of T+1 tokens from texts (each ending with its EOS) padded with
+    `pad`; real = position < len(text). Returns rows, inputs, targets, mask built position by position."""
+    rows = torch.full((len(texts), T + 1), pad, dtype=torch.long)
+    x, y = torch.full((len(texts), T), pad, dtype=torch.long), torch.full((len(texts), T), -100, dtype=torch.long)
+    m = torch.zeros((len(texts), T), dtype=torch.long)
+    for b, t in enumerate(texts):
+        rows[b, :len(t)] = torch.tensor(t)
+        for i in range(T):
+            x[b, i] = int(rows[b, i])
+            m[b, i] = int(i < len(t))
+            if i + 1 < len(t):
+                y[b, i] = int(rows[b, i + 1])
+    return rows, x, y, m
+
+
+@pytest.mark.parametrize("eos", [2, 0])
+def test_padding_when_pad_is_eos(eos):
+    # pad id == EOS id (GPT-2/LLaMA tokenizers set up that way): the EOS after a text is real
+    g = torch.Generator().manual_seed(5)
+    for _ in range(20):
+        T = int(torch.randint(4, 20, (1,), generator=g))
+        texts = []
+        for _ in range(3):
+            n = int(torch.randint(1, T + 1, (1,), generator=g))      # text tokens, then its EOS
+            texts.append(torch.randint(3, 50, (n,), generator=g).tolist() + [eos])
+        rows, x0, y0, m0 = _batch_from_lengths(texts, T, eos)
+        x, y, m = D.make_lm_batch(rows, pad_id=eos, eos_id=eos)
+        assert torch.equal(x, x0) and torch.equal(m, m0)
+        # the oracle cannot see the token after the window: where text fills it, the target is kept
+        keep = y0 != -100
+        assert torch.equal(y[keep], y0[keep])
+        assert ((y == -100) <= ((y0 == -100) | (m0 == 1))).all()
+        assert D.padding_mask_problems(x, y, m, eos, eos_id=eos) == []
+        # the classic collator bug (mask and labels from `token != pad`) drops every EOS
+        xc, yc, mc = D.make_lm_batch(rows, pad_id=eos)
+        if not torch.equal(mc, m0):
+            assert any("masked out" in p for p in D.padding_mask_problems(xc, yc, mc, eos, eos_id=eos))
+        if bool((m0 == 0).any()):
+            assert any("attended" in p for p in D.padding_mask_problems(x, y, torch.ones_like(m), eos, eos_id=eos))
+            assert any("pad token" in p for p in D.padding_mask_problems(x, rows[:, 1:], m, eos, eos_id=eos))
+    # without eos_id the old rule holds unchanged
+    rows, x0, y0, m0 = _batch_from_lengths([[5, 6, 1], [7, 1]], 4, 0)
+    assert D.make_lm_batch(rows, pad_id=0)[2].tolist() == m0.tolist()
+
+
 def test_clip_matches_torch():
     torch.manual_seed(0)
     m1 = D.TinyLM(vocab=20, hidden=16)
