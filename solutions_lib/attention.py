@@ -1,13 +1,18 @@
 """Attention without the s x s matrix: the online softmax, a tiled FlashAttention forward that
 returns the row logsumexp, a memory model of standard vs FlashAttention (forward, what is kept
 for the backward, and the backward's working set), and a measurement of softmax saturation
-with and without the 1/sqrt(d) score scale.
+with and without the 1/sqrt(d) score scale; and FlashAttention-2 (`FlashAttention2`, an autograd
+Function: tiled forward saving only O and the row logsumexp, recomputation backward
+`flash_attention_backward`, causal block skipping, fp32 accumulation; Triton kernels in
+attention_triton.py on CUDA) with `attention_benchmark` behind `python -m solutions_lib bench attention`.
 
 Sources:
 - online softmax: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax";
 - tiled forward: Dao et al. 2022, "FlashAttention: Fast and Memory-Efficient Exact Attention
   with IO-Awareness", Algorithm 1 (outer loop over key/value blocks there; here queries are
   tiled too, which is the loop order of FlashAttention-2, Dao 2023; the arithmetic is the same);
+- FlashAttention2: Dao 2023, "FlashAttention-2: Faster Attention with Better Parallelism and
+  Work Partitioning", Algorithm 1 (forward) and Algorithm 2 (backward);
 - score scale: Vaswani et al. 2017, section 3.2.1 (q.k has variance d for unit-variance entries).
 
 Shapes: q (batch, heads, s_q, d), k (batch, heads, s_k, d), v (batch, heads, s_k, d_v).
@@ -686,7 +691,7 @@ def attention_benchmark(seq_lens=None, device=None, batch: int = 1, heads: int =
                 else:
                     row["peak_bytes"] = saved_tensor_bytes(fn, q, k, v)
                     row["memory_kind"] = "bytes saved for backward"
-            except torch.OutOfMemoryError:
+            except torch.cuda.OutOfMemoryError:
                 row["error"] = "out of memory"
             except RuntimeError as exc:  # pragma: no cover - e.g. a kernel out of resources
                 row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
