@@ -47,9 +47,12 @@ STUDENTS = {
     "s04_crash": "solved, but a cell in the first notebook kills the kernel",
 }
 
-#: `make demo`'s sample: one assignment of the course and the lab, the two that grade fastest
-#: (NOTEBOOK_SECONDS) while showing every kind of student.
-SAMPLE = ("05_communication", "10_distributed_lab")
+#: `make demo`'s sample, {assignment: notebooks (None: all)}: the assignment that grades
+#: fastest (NOTEBOOK_SECONDS) and the lab's DDP notebook (the lab's four notebooks take about
+#: 40 s per solved student on 2 cores; its DDP part shows gloo ranks graded in a sandbox).
+#: Together they show every kind of student: solved, blank, half, a crash in one notebook of
+#: several (05: the others still graded) and in the only one (the lab: FAILED TO RUN).
+SAMPLE = {"05_communication": None, "10_distributed_lab": ("exercises_1_ddp",)}
 
 #: Seconds one solved student's notebook takes to grade (its trusted run, measured on the
 #: 2-core development machine, load subtracted); the estimate of `demo --all` uses these
@@ -62,6 +65,10 @@ NOTEBOOK_SECONDS = {
     "05_communication/exercises": 5.0, "05_communication/theory": 3.0,
     "06_compute_scaling/exercises": 7.0, "06_compute_scaling/theory": 8.0,
     "07_numerics_attention/exercises": 8.5, "07_numerics_attention/theory": 6.5,
+    "08_data_checkpoints/exercises": 13.0, "08_data_checkpoints/theory": 5.0,
+    "09_debugging_cost/exercises": 13.0, "09_debugging_cost/theory": 9.0,
+    "10_distributed_lab/exercises_1_ddp": 6.0, "10_distributed_lab/exercises_2_zero_fsdp": 7.0,
+    "10_distributed_lab/exercises_3_training_script": 12.0, "10_distributed_lab/theory": 8.0,
 }
 #: a notebook not in the table (nor measured yet)
 DEFAULT_NOTEBOOK_SECONDS = 8.0
@@ -102,14 +109,16 @@ def release(root: Path, names: list[str] | None = None, verbose: bool = False) -
     return names
 
 
-def make_submissions(root: Path, assignment: str) -> None:
+def make_submissions(root: Path, assignment: str, only: tuple[str, ...] | None = None) -> None:
+    """The sample class's submissions of `assignment` (of the notebooks `only`, default all)."""
     for student in STUDENTS:
         folder = root / "submitted" / student / assignment
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
         (folder / "timestamp.txt").write_text("2026-11-20 12:00:00.000000 UTC")
-        for i, rel_path in enumerate(sorted((root / "release" / assignment).glob("*.ipynb"))):
+        released = sorted((root / "release" / assignment).glob("*.ipynb"))
+        for i, rel_path in enumerate(p for p in released if only is None or p.stem in only):
             rel = nbformat.read(rel_path, as_version=4)
             src = nbs.read(root / "source" / assignment / rel_path.name)
             if student == "s01_solved":
@@ -153,11 +162,11 @@ def _save_seconds(new: dict[str, float]) -> None:
         pass
 
 
-def notebook_names(root: Path, assignment: str) -> list[str]:
-    return [p.stem for p in sorted((root / "source" / assignment).glob("*.ipynb"))]
+def notebook_names(root: Path, assignment: str, only: tuple[str, ...] | None = None) -> list[str]:
+    return [p.stem for p in sorted((root / "source" / assignment).glob("*.ipynb")) if only is None or p.stem in only]
 
 
-def estimate(root: Path, names: list[str], workers: int) -> tuple[float, dict[tuple[str, str], float]]:
+def estimate(root: Path, names: dict[str, tuple[str, ...] | None], workers: int) -> tuple[float, dict[tuple[str, str], float]]:
     """(wall seconds, {(assignment, student): seconds}) for grading `names`: per-notebook times
     (measured here before, else NOTEBOOK_SECONDS) times each student's share, scheduled
     longest first on `workers` lanes; trusted runs not cached yet, release, feedback, export."""
@@ -166,7 +175,7 @@ def estimate(root: Path, names: list[str], workers: int) -> tuple[float, dict[tu
     seen = {**NOTEBOOK_SECONDS, **measured_seconds()}
     jobs, trusted = {}, 0.0
     for a in names:
-        nbt = {n: seen.get(f"{a}/{n}", DEFAULT_NOTEBOOK_SECONDS) for n in notebook_names(root, a)}
+        nbt = {n: seen.get(f"{a}/{n}", DEFAULT_NOTEBOOK_SECONDS) for n in notebook_names(root, a, names[a])}
         for s in STUDENTS:
             jobs[(a, s)] = PROCESS_SECONDS + KIND_FACTOR.get(s, 1.0) * sum(nbt.values())
             if s == "s04_crash":  # re-graded per notebook after the crash
@@ -242,7 +251,7 @@ def _grade(root: Path, a: str, s: str, extra: tuple[str, ...], env: dict, times:
     return run
 
 
-def grade_all(root: Path, names: list[str], workers: int, order: dict[tuple[str, str], float]) -> list[str]:
+def grade_all(root: Path, names: dict[str, tuple[str, ...] | None], workers: int, order: dict[tuple[str, str], float]) -> list[str]:
     """Trusted runs, then every (assignment, student), `workers` at a time, longest first.
     Returns "student assignment" of the runs that failed (then re-graded per notebook)."""
     from .config import CELL_TIMEOUT_S
@@ -257,7 +266,7 @@ def grade_all(root: Path, names: list[str], workers: int, order: dict[tuple[str,
             + ("cached" if cached else "ran, now cached"))
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for f in [pool.submit(warm, a, n) for a in names for n in notebook_names(root, a)]:
+        for f in [pool.submit(warm, a, n) for a in names for n in notebook_names(root, a, names[a])]:
             f.result()
     extras = {}
     for a in names:
@@ -308,19 +317,22 @@ def cell_text(res) -> tuple[str, list[str]]:
     return f"{res.score('tests'):g}/{res.max_score('tests'):g}", notes
 
 
-def table(root: Path, names: list[str], flags: dict[tuple[str, str], set[str]] | None = None) -> str:
+def table(root: Path, names: dict[str, tuple[str, ...] | None], flags: dict[tuple[str, str], set[str]] | None = None) -> str:
     """One row per student and assignment; the notes column wraps within WIDTH columns.
     `flags`: {(student, assignment): scanner rules found}."""
     rows, details = [], []
     for student in STUDENTS:
         for a in names:
             res = read_results(root, a, student)
+            if names[a] is not None:  # the sample's notebooks of this assignment
+                res.notebooks = [n for n in res.notebooks if n.name.removesuffix(".ipynb") in names[a]]
             pts, notes = cell_text(res)
             for n in res.failed:
                 details.append(f"{student} {a}/{n.name}: {' '.join(str(n.detail).split())[:240]}")
             if flags and flags.get((student, a)):
                 notes.append("FLAGGED: " + ",".join(sorted(flags[(student, a)])))
-            rows.append([student, a, pts, "; ".join(notes) or "-"])
+            label = a if names[a] is None else a + "/" + ",".join(names[a])
+            rows.append([student, label, pts, "; ".join(notes) or "-"])
     head = ["student", "assignment", "auto-graded", "notes"]
     w = [max(len(r[i]) for r in rows + [head]) for i in range(3)]
     room = max(20, WIDTH - sum(w) - 6)
@@ -375,21 +387,24 @@ def main(root: Path | None = None, all_assignments: bool = False, workers: int |
     _T0[0] = t0 = time.time()
     workers = max(1, int(workers or os.cpu_count() or 1))
     everything = assignments(root)
-    names = everything if all_assignments else ([a for a in SAMPLE if a in everything] or everything)
+    names = {a: SAMPLE[a] for a in SAMPLE if a in everything}
+    if all_assignments or not names:
+        names = {a: None for a in everything}
     wall, order = estimate(root, names, workers)
     what = "the whole course" if all_assignments else "a sample (`make demo-all`: the whole course)"
-    print(f"Grading {len(STUDENTS)} students x {len(names)} assignments, {what}: "
-          f"{', '.join(names)}"[:WIDTH * 3])
-    print(f"with {workers} worker(s) on {os.cpu_count()} CPUs: about {_minutes(wall)} on a quiet machine "
-          f"(from measured per-notebook times; load now {os.getloadavg()[0]:.1f})", flush=True)
-    release(root, names, verbose=True)
-    for a in names:
-        make_submissions(root, a)
+    print(textwrap.fill(f"Grading {len(STUDENTS)} students x {len(names)} assignments, {what}: " + ", ".join(
+        a + (f" ({', '.join(only)} only)" if only else "") for a, only in names.items()), WIDTH))
+    print(textwrap.fill(f"with {workers} worker(s) on {os.cpu_count()} CPUs: about {_minutes(wall)} on a quiet "
+                        f"machine (from measured per-notebook times; load average now "
+                        f"{os.getloadavg()[0]:.1f})", WIDTH), flush=True)
+    release(root, list(names), verbose=True)
+    for a, only in names.items():
+        make_submissions(root, a, only)
     failed = grade_all(root, names, workers, order)
     if failed:
         say(f"re-graded notebook by notebook after a failed run: {', '.join(failed)}")
-    finish(root, names, workers)
-    rep = write_report(root, students=list(STUDENTS), assignments=names)
+    finish(root, list(names), workers)
+    rep = write_report(root, students=list(STUDENTS), assignments=list(names))
     say("grade report written")
     print()
     flags: dict[tuple[str, str], set[str]] = {}
@@ -397,7 +412,7 @@ def main(root: Path | None = None, all_assignments: bool = False, workers: int |
         flags.setdefault((f["student"], f["assignment"]), set()).add(f["rule"])
     print(table(root, names, flags))
     print()
-    print(files(root, names))
+    print(files(root, list(names)))
     print(f"\ndone in {time.time() - t0:.1f} s (estimated {wall:.0f} s)")
     return 0
 
