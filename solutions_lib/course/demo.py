@@ -270,7 +270,7 @@ def grade_all(root: Path, names: dict[str, tuple[str, ...] | None], workers: int
             f.result()
     extras = {}
     for a in names:
-        db_url = parallel.prepare(root, a, list(STUDENTS))
+        db_url = parallel.prepare(root, a, list(STUDENTS), notebook_names(root, a, names[a]))
         longer = parallel.busy_timeout_url(db_url)
         extras[a] = (f"--CourseDirectory.db_url={longer}",) if longer else ()
     env = parallel.thread_env(workers)

@@ -229,9 +229,10 @@ def default_host(root) -> str:
     return f"{socket.gethostname()}:{Path(root).resolve()}"
 
 
-def prepare(root: Path, assignment: str, students: list[str]) -> str:
-    """The serial phase: gradebook, course rows and student rows exist; the assignment too.
-    Returns the course's gradebook URL."""
+def prepare(root: Path, assignment: str, students: list[str], notebooks: list[str] | None = None) -> str:
+    """The serial phase: gradebook, course rows and student rows exist; the assignment too;
+    the trusted run of each notebook (of `notebooks`, names without .ipynb, default all) is
+    cached. Returns the course's gradebook URL."""
     from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
 
     db_url, course_id = course_settings(root)
@@ -261,6 +262,8 @@ def prepare(root: Path, assignment: str, students: list[str]) -> str:
     from .config import CELL_TIMEOUT_S
     from .trusted import TrustedRunError, trusted_records
     for src in sorted((Path(root) / "source" / assignment).glob("*.ipynb")):
+        if notebooks is not None and src.stem not in notebooks:
+            continue
         try:
             trusted_records(src, timeout=CELL_TIMEOUT_S)
         except TrustedRunError as e:
