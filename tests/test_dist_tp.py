@@ -193,3 +193,60 @@ def test_comm_formulas_without_ranks():
     assert tp_comm_bytes_per_step(2, 8, 16, 1, 2, bytes_per_element=2) == {"all_reduce": 4 * 2 * 8 * 16 * 2}
     with pytest.raises(ValueError, match="layers"):
         tp_comm_calls_per_step(0, 2)
+
+
+# ---------------------------------------------------------------- a 2-D mesh: DP x TP on 4 ranks
+
+
+def _mesh_rank(rank, world, dp, tp, steps=2, lr=0.1):
+    from solutions_lib.dist.mesh import average_gradients, count_by_group, init_mesh
+
+    mesh = init_mesh(dp, tp)
+    block, _, _ = _data(torch.float64)
+    ref, _, _ = _data(torch.float64)
+    mask = causal_mask(S)
+    g = torch.Generator().manual_seed(5)
+    data = [[(torch.randn(B, S, H, generator=g, dtype=torch.float64),
+              torch.randn(B, S, H, generator=g, dtype=torch.float64)) for _ in range(dp)] for _ in range(steps)]
+    def sgd(module):  # plain SGD by hand (torch.optim's first use in a forked rank costs seconds)
+        with torch.no_grad():
+            for p in module.parameters():
+                p -= lr * p.grad
+                p.grad = None
+
+    for step in data:  # one process: the mean of the dp replicas' losses
+        for x, w in step:
+            ((ref(x, mask) * w).sum() / dp).backward()
+        sgd(ref)
+    tpb = TensorParallelBlock(block, group=mesh.tp_group)
+    with count_by_group() as calls:
+        for step in data:
+            x, w = step[mesh.dp_rank]
+            (tpb(x, mask) * w).sum().backward()
+            average_gradients(tpb.parameters(), mesh.dp_group)
+            sgd(tpb)
+    t, k_in = mesh.tp_rank, H * 4 // tp
+    diffs = [
+        _max(tpb.attn.qkv.weight, shard_rows(ref.qkv.weight.detach(), t, tp, 3)),
+        _max(tpb.attn.proj.weight, ref.proj.weight.detach()[:, t * H // tp:(t + 1) * H // tp]),
+        _max(tpb.mlp.fc1.weight, shard_rows(ref.fc1.weight.detach(), t, tp)),
+        _max(tpb.mlp.fc2.weight, ref.fc2.weight.detach()[:, t * k_in:(t + 1) * k_in]),
+        _max(tpb.ln1.weight, ref.ln1.weight.detach()), _max(tpb.mlp.fc2.bias, ref.fc2.bias.detach()),
+    ]
+    return diffs, dict(calls), mesh.tp_ranks, mesh.dp_ranks
+
+
+def test_dp_x_tp_mesh_matches_one_process():
+    steps = 2
+    for rank, (diffs, calls, tp_ranks, dp_ranks) in enumerate(launch(_mesh_rank, 4, args=(2, 2, steps), timeout=60)):
+        assert max(diffs) < 1e-12, (rank, diffs)
+        assert tp_ranks == (rank // 2 * 2, rank // 2 * 2 + 1) and dp_ranks == (rank % 2, rank % 2 + 2)
+        assert calls == {("all_reduce", tp_ranks): 4 * steps, ("all_reduce", dp_ranks): steps}, (rank, calls)
+
+
+def test_mesh_coordinates_and_bad_sizes():
+    from solutions_lib.dist.mesh import mesh_coordinates
+
+    assert [mesh_coordinates(r, 2, 4) for r in (0, 3, 4, 7)] == [(0, 0), (0, 3), (1, 0), (1, 3)]
+    with pytest.raises(ValueError, match="rank"):
+        mesh_coordinates(8, 2, 4)
