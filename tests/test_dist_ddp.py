@@ -308,5 +308,6 @@ def test_benchmark_runs_on_a_tiny_config():
     assert res["grad_bytes"] == 4 * 2 * (16 * 16 + 16)
     for r in rows.values():
         assert r["median_s"] > 0
+        assert len(r["round_medians_s"]) == 1 and r["round_medians_s"][0] >= r["min_s"]
         if r["predicted_calls"] is not None:
             assert (r["calls"], r["bytes"]) == (r["predicted_calls"], res["grad_bytes"])

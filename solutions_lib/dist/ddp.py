@@ -398,8 +398,9 @@ def _bench_rank(rank, world_size, width, depth, batch, steps, warmup, rounds, ca
     rows = []
     for i, (name, cap, wrapper, sync, opt) in enumerate(setups):
         model = getattr(wrapper, "module", wrapper)
+        per_round = [statistics.median(times[i][r * steps:(r + 1) * steps]) for r in range(rounds)]
         rows.append({"method": name, "cap_bytes": cap, "median_s": statistics.median(times[i]),
-                     "min_s": min(times[i]), "calls": comm[i][0], "bytes": comm[i][1],
+                     "min_s": min(times[i]), "round_medians_s": per_round, "calls": comm[i][0], "bytes": comm[i][1],
                      "predicted_calls": (None if name in ("torch_ddp", "no_comm") else
                                          ddp_comm_calls_per_step(model, world_size, name, cap or 1)),
                      "predicted_bytes": 0 if name == "no_comm" else ddp_comm_bytes_per_step(model, world_size)})
@@ -415,7 +416,8 @@ def ddp_step_benchmark(width: int = 512, depth: int = 8, batch: int = 64, steps:
 
     Model: `depth` Linear(width, width) layers (fp32), so gradient bytes = 4 depth (width^2 + width).
     Each rank reports the median of `rounds` x `steps` timed steps (methods interleaved per round,
-    a barrier before each step); the result is rank 0's rows plus the model's gradient bytes.
+    a barrier before each step) and each round's own median (`round_medians_s`: their spread is the
+    run-to-run noise a difference must exceed); the result is rank 0's rows plus the gradient bytes.
     Calls and bytes per step come from `CommCounter` (torch DDP's collectives run in C++ and are
     not seen by it: 0 calls). `methods`: which of BENCH_METHODS to run ("bucketed": one row per cap).
     """
