@@ -16,6 +16,10 @@ attention
         (tile loops) and, on CUDA with triton, the Triton kernels, causal, s = 128..16k on CUDA
         (bf16), 128..2048 on CPU (fp32; 35-60 s on 2 shared cores, so not in the default set).
         Goal: FlashAttention2 below naive attention's memory once s spans two tiles (1024 for Triton).
+parallel
+        lab part 2 on 2-4 gloo ranks (dist/parallel_bench.py): measured pipeline bubble (AFAB,
+        1F1B) and peak in-flight micro-batches, TP/SP, ring-attention and DP x TP mesh calls and
+        bytes, each against its formula and one process. Goal: all equal. Not in the default set.
 """
 from __future__ import annotations
 
@@ -145,7 +149,13 @@ def attention(out=print, **config) -> bool:
     return ok
 
 
-BENCHES = {"memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention}
+def parallel(out=print, **config) -> bool:
+    from .dist.parallel_bench import run
+
+    return run(out=out, **config)
+
+
+BENCHES = {"memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
 

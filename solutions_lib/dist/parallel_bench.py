@@ -1,0 +1,177 @@
+"""`python -m solutions_lib bench parallel`: the lab-part-2 references measured on gloo ranks
+against their formulas.
+
+* pipeline (2 and 4 ranks): AFAB and 1F1B on a small transformer; bubble = idle slots of the
+  executed orders (unit-cost slots) vs (p-1)/(m+p-1) (Huang et al. 2019; Narayanan et al. 2021);
+  peak in-flight micro-batches per stage (measured: activations held) vs m (AFAB) and
+  min(p - s, m) <= p (1F1B); point-to-point bytes per stage vs `pipeline_p2p_bytes`.
+* tensor / sequence parallelism (2 ranks): collective calls and bytes of one layer's forward +
+  backward vs `tp_comm_calls_per_step` / `tp_comm_bytes_per_step` (Shoeybi et al. 2019;
+  Korthikanti et al. 2022).
+* context parallelism (4 ranks): bytes and calls of ring attention vs `ring_attention_bytes`
+  (Liu et al. 2023).
+* mesh (4 ranks, 2 x 2): all-reduces per group vs 4 L per step in each TP group, 1 per step in
+  each DP group.
+Every row also checks the result against one process (max abs difference, float64).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+
+from .launch import launch
+
+_V, _H, _A, _S, _MB = 11, 8, 2, 8, 2
+
+
+def _pp_rank(rank, world, m):
+    from solutions_lib.models import CheckpointedTransformer
+
+    from .pipeline import PipelineStage, run_1f1b, run_afab, split_transformer
+
+    g = torch.Generator().manual_seed(1)
+    inputs = [torch.randint(0, _V, (_MB, _S), generator=g) for _ in range(m)]
+    targets = [torch.randint(0, _V, (_MB, _S), generator=g) for _ in range(m)]
+
+    def loss_fn(logits, y):
+        return F.cross_entropy(logits.reshape(-1, _V), y.reshape(-1))
+
+    ref = CheckpointedTransformer(vocab=_V, hidden=_H, heads=_A, layers=world, max_seq=_S, seed=0).double()
+    for x, y in zip(inputs, targets):
+        (loss_fn(ref(x), y) / m).backward()
+    ref_grads = dict(ref.named_parameters())
+    out = {}
+    for name, run in (("afab", run_afab), ("1f1b", run_1f1b)):
+        model = CheckpointedTransformer(vocab=_V, hidden=_H, heads=_A, layers=world, max_seq=_S, seed=0).double()
+        names = {id(p): n for n, p in model.named_parameters()}
+        part = split_transformer(model, world)[rank]
+        r = run(PipelineStage(part, (_MB, _S, _H), torch.float64, loss_fn=loss_fn), inputs, targets)
+        r["max_diff"] = max(float((p.grad - ref_grads[names[id(p)]].grad).abs().max()) for p in part.parameters())
+        out[name] = r
+    return out
+
+
+def _tp_rank(rank, world, sp):
+    from solutions_lib.dist import CommCounter
+    from solutions_lib.models import Block
+
+    from .tensor_parallel import TensorParallelBlock, causal_mask
+
+    torch.manual_seed(0)
+    block = Block(_H * 2, _A * 2, 4).double()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(_MB, _S, _H * 2, generator=g, dtype=torch.float64)
+    mask = causal_mask(_S)
+    ref = block(x, mask).detach()
+    tp = TensorParallelBlock(block, sequence_parallel=sp)
+    lo, hi = (rank * _S // world, (rank + 1) * _S // world) if sp else (0, _S)
+    with CommCounter() as c:
+        out = tp(x[:, lo:hi], mask)
+        out.sum().backward()
+        tp.allreduce_replicated_grads()
+    return {"max_diff": float((out.detach() - ref[:, lo:hi]).abs().max()), "comm": c.summary()}
+
+
+def _cp_rank(rank, world):
+    from .context_parallel import ring_attention, split_sequence
+
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 2, 16, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    s = (q @ k.transpose(-2, -1)) / 8 ** 0.5
+    full = torch.softmax(s.masked_fill(torch.ones(16, 16, dtype=torch.bool).triu(1), float("-inf")), -1) @ v
+    mine = [split_sequence(t, rank, world).requires_grad_(True) for t in (q, k, v)]
+    comm = Counter()
+    o = ring_attention(*mine, causal=True, comm=comm)
+    o.sum().backward()
+    return {"max_diff": float((o.detach() - split_sequence(full, rank, world)).abs().max()), "comm": dict(comm)}
+
+
+def _mesh_rank(rank, world, steps=2):
+    from solutions_lib.models import Block
+
+    from .mesh import average_gradients, count_by_group, init_mesh
+    from .tensor_parallel import TensorParallelBlock, causal_mask
+
+    mesh = init_mesh(2, 2)
+    torch.manual_seed(0)
+    tpb = TensorParallelBlock(Block(_H * 2, _A * 2, 4).double(), group=mesh.tp_group)
+    g = torch.Generator().manual_seed(3 + mesh.dp_rank)
+    with count_by_group() as calls:
+        for _ in range(steps):
+            tpb(torch.randn(_MB, _S, _H * 2, generator=g, dtype=torch.float64), causal_mask(_S)).sum().backward()
+            average_gradients(tpb.parameters(), mesh.dp_group)
+    return {"calls": dict(calls), "tp_ranks": mesh.tp_ranks, "dp_ranks": mesh.dp_ranks, "steps": steps}
+
+
+def run(out=print, timeout: float = 120.0) -> bool:
+    from solutions_lib.parallel import pipeline_bubble_fraction
+
+    from .context_parallel import ring_attention_bytes
+    from .pipeline import pipeline_p2p_bytes, pipeline_timeline
+    from .tensor_parallel import tp_comm_bytes_per_step, tp_comm_calls_per_step
+
+    ok = True
+    out("pipeline (gloo ranks; unit-cost slots from the executed orders; in-flight = activations a stage holds)")
+    out(f"{'schedule':<6} {'p':>2} {'m':>3} {'bubble':>8} {'formula':>8} {'peak in-flight by stage':>26} "
+        f"{'expected':>14} {'p2p bytes':>10} {'grad diff':>10}")
+    for p, m in ((2, 4), (4, 8)):
+        res = launch(_pp_rank, p, args=(m,), timeout=timeout)
+        for sched in ("afab", "1f1b"):
+            rows = [r[sched] for r in res]
+            tl = pipeline_timeline([r["order"] for r in rows])
+            want = pipeline_bubble_fraction(p, m, "gpipe" if sched == "afab" else "1f1b")
+            peaks = [r["peak_in_flight"] for r in rows]
+            want_peaks = [m if sched == "afab" else min(p - s, m) for s in range(p)]
+            p2p_ok = all({k: v.get("bytes", 0) for k, v in r["p2p"].items()}
+                         == pipeline_p2p_bytes(s, p, m, _MB * _S * _H, 8) for s, r in enumerate(rows))
+            diff = max(r["max_diff"] for r in rows)
+            row_ok = abs(tl["bubble"] - want) < 1e-12 and peaks == want_peaks and p2p_ok and diff < 1e-10
+            ok &= row_ok
+            out(f"{sched:<6} {p:>2} {m:>3} {tl['bubble']:>8.4f} {want:>8.4f} {str(peaks):>26} {str(want_peaks):>14} "
+                f"{'= formula' if p2p_ok else 'DIFFERS':>10} {diff:>10.1e}")
+        if p == 2:
+            for sched in ("afab", "1f1b"):
+                grid = pipeline_timeline([r[sched]["order"] for r in res])["grid"]
+                out(f"  {sched} timeline (digit: forward of micro-batch i; letter: its backward; '.': idle): "
+                    + " | ".join(grid))
+
+    out("")
+    out("tensor / sequence parallelism: one layer forward + backward on 2 ranks (calls, bytes per rank)")
+    for sp in (False, True):
+        res = launch(_tp_rank, 2, args=(sp,), timeout=timeout)
+        comm = res[0]["comm"]
+        calls = {op: c for op, (c, _) in comm.items()}
+        nbytes = {op: b for op, (_, b) in comm.items()}
+        want_c = tp_comm_calls_per_step(1, 2, sp)
+        want_b = tp_comm_bytes_per_step(_MB, _S, _H * 2, 1, 2, sp, bytes_per_element=8)
+        diff = max(r["max_diff"] for r in res)
+        row_ok = calls == want_c and nbytes == want_b and diff < 1e-10
+        ok &= row_ok
+        out(f"  {'TP+SP' if sp else 'TP':<6} measured {calls} {nbytes}")
+        out(f"  {'':<6} formula  {want_c} {want_b}  -> {'equal' if row_ok else 'DIFFER'} (output diff {diff:.1e})")
+
+    out("")
+    out("context parallelism: causal ring attention forward + backward on 4 ranks (per rank)")
+    res = launch(_cp_rank, 4, timeout=timeout)
+    want = ring_attention_bytes(2 * 2 * 4 * 8, 4, 8)
+    cp_ok = all(r["comm"] == want for r in res) and max(r["max_diff"] for r in res) < 1e-10
+    ok &= cp_ok
+    out(f"  measured {res[0]['comm']}")
+    out(f"  formula  {want} -> {'equal' if cp_ok else 'DIFFER'} (output diff {max(r['max_diff'] for r in res):.1e})")
+
+    out("")
+    out("2-D mesh DP x TP = 2 x 2 on 4 ranks, 2 steps: all-reduces per group (rank 0)")
+    res = launch(_mesh_rank, 4, timeout=timeout)
+    mesh_ok = True
+    for r in res:
+        want = {("all_reduce", r["tp_ranks"]): 4 * r["steps"], ("all_reduce", r["dp_ranks"]): r["steps"]}
+        mesh_ok &= r["calls"] == want
+    ok &= mesh_ok
+    out(f"  measured {res[0]['calls']}; formula: 4 L per step in the TP group, 1 per step in the DP group "
+        f"-> {'equal' if mesh_ok else 'DIFFER'}")
+    out("")
+    out(f"goal: every measured bubble, in-flight peak, call and byte count equals its formula, every result "
+        f"equals one process -> {'met' if ok else 'NOT met'}")
+    return ok
