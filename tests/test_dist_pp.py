@@ -37,7 +37,19 @@ def _loss(logits, target):
 
 
 def _pp_rank(rank, world, m, layers):
-    return {schedule: _pp_schedule(rank, world, schedule, m, layers) for schedule in ("afab", "1f1b")}
+    out = {schedule: _pp_schedule(rank, world, schedule, m, layers) for schedule in ("afab", "1f1b")}
+    errors = []
+    part = split_transformer(_model(layers), world)[rank]
+    for bad in (lambda: PipelineStage(part, (MB, S, H), torch.float64),            # the last stage needs a loss
+                lambda: PipelineStage(part, (MB, 0, H), torch.float64, loss_fn=_loss),
+                lambda: run_afab(PipelineStage(part, (MB, S, H), torch.float64, loss_fn=_loss), [0, 1], [0])):
+        try:
+            bad()
+            errors.append(None)
+        except ValueError as e:
+            errors.append(str(e))
+    out["errors"] = errors
+    return out
 
 
 def _pp_schedule(rank, world, schedule, m, layers):
@@ -63,6 +75,9 @@ def _pp_schedule(rank, world, schedule, m, layers):
 @pytest.mark.parametrize("world,m,layers", [(2, 4, 2), (4, 6, 4)])
 def test_pipeline_matches_one_process(world, m, layers):
     both = launch(_pp_rank, world, args=(m, layers), timeout=60)
+    last = both[-1]["errors"]
+    assert "loss_fn" in last[0] and "act_shape" in last[1] and "one entry per micro-batch" in last[2], last
+    assert both[0]["errors"][0] is None and "act_shape" in both[0]["errors"][1], both[0]["errors"]
     for schedule in ("afab", "1f1b"):
         _check(schedule, world, m, [r[schedule] for r in both])
 
