@@ -573,6 +573,10 @@ class FSDP(nn.Module):
         self._final_queued = False
 
     def forward(self, *args, **kwargs):
+        if not self._final_queued:               # a forward that never saw its backward: drop it
+            for u in self._all_units():
+                if u.full is not None:
+                    self._reshard(u, drop=True)
         self._fwd_order = []
         root = self.root
         if root is not None:
@@ -653,11 +657,9 @@ class FSDP(nn.Module):
         """Load full parameters (and buffers) by name, as `full_state_dict` returns them: each
         rank copies its slice of every unit into its fp32 master shard (no communication:
         every rank needs the whole dict). Missing or unexpected names and wrong shapes raise
-        ValueError; call it between steps, not between a forward and its backward."""
+        ValueError. Gathered copies are dropped: call it between steps."""
         if not isinstance(state_dict, dict):
             raise ValueError(f"state_dict must be a dict, got {type(state_dict).__name__}")
-        if any(u.full is not None for u in self._all_units()):
-            raise ValueError("load_full_state_dict between a forward and its backward: finish the step first")
         buffers = dict(self.module.named_buffers())
         expected = {n for n, _ in self._names} | set(buffers)
         missing, unexpected = sorted(expected - set(state_dict)), sorted(set(state_dict) - expected)
@@ -676,6 +678,8 @@ class FSDP(nn.Module):
                     raise ValueError(f"{name}: expected a tensor of shape {tuple(shape)}, got {got}")
                 flat[off:off + shape.numel()].copy_(t.reshape(-1))
             u.master.copy_(flat[u.start:u.stop])
+        for u in self._all_units():              # gathered copies of the old values are stale
+            self._reshard(u, drop=True)
         for name, b in buffers.items():
             t = state_dict[name]
             if not isinstance(t, torch.Tensor) or t.shape != b.shape:
