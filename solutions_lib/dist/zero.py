@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from .._checks import count as _count
 
-__all__ = ["ZeroOneAdamW", "flat_shard_layout", "adamw_shard_update_", "adamw_state_bytes",
+__all__ = ["ShardedOptimizer", "ZeroOneAdamW", "flat_shard_layout", "adamw_shard_update_", "adamw_state_bytes",
            "zero1_comm_bytes_per_step", "mlp", "regression_micro_batches", "reference_adamw_training"]
 
 
@@ -271,3 +271,262 @@ def reference_adamw_training(model: torch.nn.Module, batches, lr=1e-3, betas=(0.
     params = [p.detach().clone() for p in model.parameters()]
     return {"params": params, "flat": torch.cat([p.reshape(-1) for p in params]), "losses": losses,
             "state_bytes": adamw_state_bytes(opt)}
+
+
+# ---------------------------------------------------------------- ZeRO-1/2 around any torch optimizer
+
+# optimizers whose update of an entry depends on that entry (and scalars) only: any cut of the
+# flat vector gives the same numbers. The others (Lamb: a norm per tensor) get whole tensors.
+_ELEMENTWISE = ("SGD", "Adam", "AdamW", "Adagrad", "Adamax", "RMSprop", "NAdam", "RAdam", "ASGD", "Rprop")
+
+
+def _tensor_state_bytes(state: dict) -> int:
+    """Bytes of the tensors (dim >= 1) in an optimizer's `state` (scalar step counters left out)."""
+    total = 0
+    for st in state.values():
+        for t in st.values():
+            if isinstance(t, torch.Tensor) and t.dim() > 0:
+                total += t.numel() * t.element_size()
+    return total
+
+
+class ShardedOptimizer(torch.optim.Optimizer):
+    """ZeRO stage 1 or 2 around any ``torch.optim.Optimizer`` class (Rajbhandari et al., SC 2020).
+
+        opt = ShardedOptimizer(model.parameters(), torch.optim.AdamW, stage=2, lr=1e-3)
+        loss_on_my_micro_batch.backward(); opt.step(); opt.zero_grad()
+
+    Every rank holds all parameters (data parallel) but the wrapped optimizer, built on this
+    rank only, sees its shard: a list of fp32 "pieces", each a slice of one parameter. A step:
+
+    1. gradients: stage 1 flattens the local gradients into one buffer of N S entries and
+       ``reduce_scatter_tensor``-s it (SUM) at `step`; stage 2 registers post-accumulate-grad
+       hooks that, as soon as a parameter's gradient is in, ``reduce`` each piece to the rank
+       that owns it (the same reduce-scatter, cut at parameter boundaries so it runs during
+       backward) and drop the full gradient (``p.grad = None``): a rank keeps gradients for its
+       S entries only. Either way the sum is divided by N (the average gradient);
+    2. the wrapped optimizer steps the pieces (param groups and their hyperparameters are
+       those of this wrapper's ``param_groups``, copied at every step, so LR schedulers work);
+    3. ``all_gather_into_tensor`` of the updated shards writes every parameter on every rank.
+
+    Partition: ``"flat"`` cuts the flat vector of P entries into N equal shards of
+    S = ceil(P / N) (pieces cross tensor boundaries: right for element-wise optimizers, SGD,
+    Adam, AdamW, ...); ``"params"`` gives whole tensors to ranks (contiguous, balanced by size;
+    S = the largest rank's share), needed when the update uses a per-tensor quantity: the
+    course's Lamb (a trust ratio ||w|| / ||u|| per tensor) gets whole tensors, so its norms are
+    the full tensor's. ``"auto"`` (default): flat for torch's element-wise optimizers, params
+    otherwise. Optimizer state per rank: the wrapped optimizer's state for S entries, 1/N of
+    the unsharded (`state_bytes`). Communication per step (payload): N S e for the
+    reduce-scatter (stage 2: the same bytes in one ``reduce`` per (parameter, owner) piece) and
+    N S e for the all-gather, as `zero1_comm_bytes_per_step`.
+
+    A parameter that has no gradient on this rank counts as zero gradient (all ranks must
+    take part in the collectives). `state_dict`/`load_state_dict` save and restore this rank's
+    shard (the same world size and partition are required).
+    """
+
+    def __init__(self, params, optimizer_cls, stage: int = 1, *, partition: str = "auto",
+                 world_size: int | None = None, **kwargs):
+        if not (isinstance(optimizer_cls, type) and issubclass(optimizer_cls, torch.optim.Optimizer)):
+            raise ValueError(f"optimizer_cls must be a torch.optim.Optimizer subclass, got {optimizer_cls!r}")
+        if isinstance(stage, bool) or stage not in (1, 2):
+            raise ValueError(f"stage must be 1 (optimizer state sharded) or 2 (and gradients), got {stage!r}")
+        if partition not in ("auto", "flat", "params"):
+            raise ValueError(f"partition must be 'auto', 'flat' or 'params', got {partition!r}")
+        if partition == "auto":
+            partition = "flat" if optimizer_cls.__name__ in _ELEMENTWISE and optimizer_cls.__module__.startswith(
+                "torch.optim") else "params"
+        if isinstance(params, torch.Tensor):
+            raise ValueError("params must be an iterable of tensors or of param-group dicts, not one tensor")
+        groups = list(params)
+        if not groups:
+            raise ValueError("ShardedOptimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        if not dist.is_available() or not dist.is_initialized():
+            raise ValueError("ShardedOptimizer needs an initialised process group (run it under launch)")
+        n = dist.get_world_size()
+        if world_size is not None and world_size != n:
+            raise ValueError(f"world_size={world_size} but the process group has {n} ranks")
+        try:   # the wrapped optimizer's defaults (and a check of kwargs) on a dummy tensor
+            defaults = dict(optimizer_cls([torch.zeros(1, requires_grad=True)], **kwargs).defaults)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{optimizer_cls.__name__} rejects the arguments {kwargs}: {e}") from None
+        super().__init__(groups, defaults)
+        plist = [p for g in self.param_groups for p in g["params"]]
+        if any(not p.requires_grad for p in plist):
+            raise ValueError("every parameter given to ShardedOptimizer must require grad")
+        if len({id(p) for p in plist}) != len(plist):
+            raise ValueError("a parameter appears twice in the list")
+        if len({p.dtype for p in plist}) != 1 or len({p.device for p in plist}) != 1:
+            raise ValueError("all parameters must share one dtype and one device (one flat buffer)")
+        self.optimizer_cls, self.stage, self.partition = optimizer_cls, stage, partition
+        self.world_size, self.rank = n, dist.get_rank()
+        self._params = plist
+        self._group_of = [gi for gi, g in enumerate(self.param_groups) for _ in g["params"]]
+        self.numel = sum(p.numel() for p in plist)
+        self._layout(n)
+        dev, dt = plist[0].device, plist[0].dtype
+        # my pieces: (param index, lo, hi) of the flattened parameter, at offset `at` of my chunk
+        self._pieces = []
+        at = 0
+        for i, lo, hi in self._owned[self.rank]:
+            p = plist[i]
+            whole = lo == 0 and hi == p.numel()
+            t = p.detach().clone() if whole else p.detach().reshape(-1)[lo:hi].clone()
+            self._pieces.append((i, lo, hi, at, t.requires_grad_(True)))
+            at += hi - lo
+        self._chunk = at
+        local_groups, self._local_of = [], []
+        for gi, g in enumerate(self.param_groups):
+            mine = [t for i, _, _, _, t in self._pieces if self._group_of[i] == gi]
+            if mine:
+                self._local_of.append(gi)
+                local_groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": mine})
+        self.local_optimizer = optimizer_cls(local_groups, **kwargs) if local_groups else None
+        self._grad_shard: torch.Tensor | None = None
+        self._device, self._dtype = dev, dt
+        self._hooks = []
+        if stage == 2:
+            for i, p in enumerate(plist):
+                self._hooks.append(p.register_post_accumulate_grad_hook(
+                    lambda t, i=i: self._reduce_param(i, t)))
+
+    # -- layout: every rank owns a list of pieces; rank r's chunk sits at [r S, r S + len_r) of
+    #    a buffer of N S entries (S = the largest chunk; shorter chunks are padded with zeros)
+    def _layout(self, n):
+        sizes = [p.numel() for p in self._params]
+        owned = [[] for _ in range(n)]
+        if self.partition == "flat":
+            padded, shard, _, _ = flat_shard_layout(self.numel, n)
+            o = 0
+            for i, s in enumerate(sizes):
+                a = o
+                while a < o + s:
+                    r = a // shard
+                    b = min(o + s, (r + 1) * shard)
+                    owned[r].append((i, a - o, b - o))
+                    a = b
+                o += s
+        else:
+            cum = 0
+            for i, s in enumerate(sizes):   # the rank whose equal share holds the tensor's middle
+                r = min(n - 1, int(n * (cum + s / 2) / self.numel))
+                owned[r].append((i, 0, s))
+                cum += s
+        self._owned = owned
+        self.shard = max(sum(b - a for _, a, b in o) for o in owned)
+        self.padded = n * self.shard
+
+    def _pack(self, tensors) -> torch.Tensor:
+        """A buffer of N S entries holding, for every rank, the pieces it owns of `tensors`."""
+        buf = torch.zeros(self.padded, device=self._device, dtype=self._dtype)
+        for r, pieces in enumerate(self._owned):
+            at = r * self.shard
+            for i, lo, hi in pieces:
+                t = tensors[i]
+                if t is not None:
+                    buf[at:at + hi - lo].copy_(t.reshape(-1)[lo:hi])
+                at += hi - lo
+        return buf
+
+    def _reduce_param(self, i, p):
+        """Stage 2: reduce each piece of parameter i's gradient to its owner; keep only mine."""
+        g = p.grad.reshape(-1)
+        for r, pieces in enumerate(self._owned):
+            at = 0
+            for j, lo, hi in pieces:
+                if j == i:
+                    part = g[lo:hi].clone()
+                    _quiet(dist.reduce, part, dst=r, op=dist.ReduceOp.SUM)
+                    if r == self.rank:
+                        if self._grad_shard is None:
+                            self._grad_shard = torch.zeros(self.shard, device=g.device, dtype=g.dtype)
+                        self._grad_shard[at:at + hi - lo].add_(part)
+                at += hi - lo
+        p.grad = None
+
+    # -- torch.optim.Optimizer interface
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self._params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+        self._grad_shard = None
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Average the gradients (my shard), step the wrapped optimizer on it, all-gather."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if self.stage == 1:
+            if all(p.grad is None for p in self._params):
+                raise ValueError("no parameter has a gradient: call backward() before step()")
+            flat = self._pack([p.grad for p in self._params])
+            mine = torch.empty(self.shard, device=self._device, dtype=self._dtype)
+            _quiet(dist.reduce_scatter_tensor, mine, flat, op=dist.ReduceOp.SUM)
+        else:
+            mine = self._grad_shard if self._grad_shard is not None else torch.zeros(
+                self.shard, device=self._device, dtype=self._dtype)
+            self._grad_shard = None
+        mine = mine.div_(self.world_size)
+        for i, lo, hi, at, t in self._pieces:
+            t.copy_(self._params[i].detach().reshape(-1)[lo:hi].view_as(t))   # the current values
+            t.grad = mine[at:at + hi - lo].view_as(t)
+        if self.local_optimizer is not None:
+            for lg, gi in zip(self.local_optimizer.param_groups, self._local_of):
+                for k, v in self.param_groups[gi].items():
+                    if k != "params":
+                        lg[k] = v
+            self.local_optimizer.step()
+        out = torch.zeros(self.shard, device=self._device, dtype=self._dtype)
+        for _, lo, hi, at, t in self._pieces:
+            out[at:at + hi - lo].copy_(t.reshape(-1))
+            t.grad = None
+        full = torch.empty(self.padded, device=self._device, dtype=self._dtype)
+        _quiet(dist.all_gather_into_tensor, full, out)
+        for r, pieces in enumerate(self._owned):
+            at = r * self.shard
+            for i, lo, hi in pieces:
+                self._params[i].detach().reshape(-1)[lo:hi].copy_(full[at:at + hi - lo])
+                at += hi - lo
+        return loss
+
+    def state_bytes(self) -> int:
+        """Bytes of the wrapped optimizer's tensor state on this rank (scalars left out)."""
+        return 0 if self.local_optimizer is None else _tensor_state_bytes(self.local_optimizer.state)
+
+    def grad_bytes(self) -> int:
+        """Bytes of gradient storage this rank holds now (full .grad tensors + the stage-2 shard)."""
+        total = sum(p.grad.numel() * p.grad.element_size() for p in self._params if p.grad is not None)
+        if self._grad_shard is not None:
+            total += self._grad_shard.numel() * self._grad_shard.element_size()
+        return total
+
+    def _layout_key(self):
+        return {"world_size": self.world_size, "rank": self.rank, "partition": self.partition,
+                "sizes": [p.numel() for p in self._params]}
+
+    def state_dict(self) -> dict:
+        """This rank's shard: the wrapped optimizer's state_dict, the wrapper's param-group
+        hyperparameters and the layout it belongs to."""
+        return {"layout": self._layout_key(),
+                "param_groups": [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups],
+                "local": None if self.local_optimizer is None else self.local_optimizer.state_dict()}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what `state_dict` returned on this rank (same world size, rank, partition, sizes)."""
+        if not isinstance(state_dict, dict) or set(state_dict) != {"layout", "param_groups", "local"}:
+            raise ValueError("not a ShardedOptimizer state dict (keys layout, param_groups, local)")
+        if state_dict["layout"] != self._layout_key():
+            raise ValueError(f"the state dict was saved with layout {state_dict['layout']}, "
+                             f"this optimizer has {self._layout_key()}")
+        if len(state_dict["param_groups"]) != len(self.param_groups):
+            raise ValueError("the state dict has another number of param groups")
+        for g, saved in zip(self.param_groups, state_dict["param_groups"]):
+            g.update(saved)
+        if self.local_optimizer is not None:
+            self.local_optimizer.load_state_dict(state_dict["local"])
