@@ -75,8 +75,9 @@ def steps_from_fraction(total_steps: int, fraction: float) -> int:
     """Whole steps for a fraction of a run: ``ceil(fraction * total_steps)``, ignoring float noise.
 
     The rounding of Hugging Face ``TrainingArguments.get_warmup_steps`` (ceil), except that
-    a product a hair above a whole number from float rounding (0.1 * 30 = 3.0000000000000004)
-    counts as that whole number (3, not 4). Used for warmup ratios and cooldown fractions.
+    a product a hair above a whole number from float rounding (0.07 * 100 = 7.000000000000001
+    in IEEE double, so a plain ceil gives 8) counts as that whole number (7). Used for warmup
+    ratios and cooldown fractions.
     """
     total_steps = _int("total_steps", total_steps, 1)
     fraction = _real("fraction", fraction, 0.0, lo_open=False, hi=1.0)
@@ -425,6 +426,12 @@ def design_pretraining_schedule(problem: dict) -> dict:
             "peak_lr": peak, "min_lr": min_lr, "lr_at": lr_at}
 
 
+def _ceil_fraction(total_steps: int, fraction: float) -> int:
+    # steps_from_fraction's arithmetic inline: the checker must run where the answers are withheld
+    x = fraction * total_steps
+    return int(math.ceil(x - 1e-9 * max(1.0, x)))
+
+
 def _is_whole(x) -> bool:
     return not isinstance(x, bool) and isinstance(x, (Integral, Real)) and math.isfinite(float(x)) and float(x).is_integer()
 
@@ -470,12 +477,18 @@ def check_pretraining_design(design: dict, problem: dict) -> list[str]:
         bad.append(f"total_steps={d['total_steps']} but the fewest steps of {tps} tokens that reach "
                    f"{p['token_budget']} tokens is {need} (ceil)")
     T, W, D = d["total_steps"], d["warmup_steps"], d["decay_steps"]
+    # the bounds rounded up as the notebook's steps_from_fraction rounds (issue 15: a warmup of
+    # steps_from_fraction(T, 0.05) steps is 5 % of the run, even when it is a hair above 0.05 T)
     wlo, whi = DESIGN_RULES["warmup_ratio"]
-    if not (wlo - 1e-12 <= W / T <= whi + 1e-12):
-        bad.append(f"warmup_steps/total_steps = {W}/{T} = {W / T:.4f} must lie in [{wlo}, {whi}]")
+    w_min, w_max = _ceil_fraction(T, wlo), _ceil_fraction(T, whi)
+    if not w_min <= W <= w_max:
+        bad.append(f"warmup_steps={W} must lie in [{w_min}, {w_max}]: {wlo:.0%} to {whi:.0%} of the {T} steps, "
+                   "rounded up as steps_from_fraction rounds")
     dlo, dhi = DESIGN_RULES["decay_fraction"]
-    if not (dlo - 1e-12 <= D / T <= dhi + 1e-12):
-        bad.append(f"decay_steps/total_steps = {D}/{T} = {D / T:.4f} must lie in [{dlo}, {dhi}]")
+    d_min, d_max = _ceil_fraction(T, dlo), _ceil_fraction(T, dhi)
+    if not d_min <= D <= d_max:
+        bad.append(f"decay_steps={D} must lie in [{d_min}, {d_max}]: {dlo:.0%} to {dhi:.0%} of the {T} steps, "
+                   "rounded up as steps_from_fraction rounds")
     if W + D > T:
         bad.append(f"warmup ({W}) and cooldown ({D}) overlap in a run of {T} steps")
     try:

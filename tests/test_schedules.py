@@ -184,7 +184,11 @@ def test_wsd_sqrt_matches_hagele_formula():
 
 
 def test_steps_from_fraction_rounds_up_but_ignores_float_noise():
-    assert S.steps_from_fraction(30, 0.1) == 3  # 0.1 * 30 = 3.0000000000000004 in floats
+    assert 0.1 * 30 == 3.0  # exact in IEEE double: no pitfall there (issue 19)
+    assert 0.07 * 100 == 7.000000000000001 and math.ceil(0.07 * 100) == 8  # a real one
+    assert S.steps_from_fraction(100, 0.07) == 7
+    assert 0.55 * 100 > 55 and S.steps_from_fraction(100, 0.55) == 55
+    assert S.steps_from_fraction(30, 0.1) == 3
     assert S.steps_from_fraction(12_000, 0.03) == 360
     assert S.steps_from_fraction(9537, 0.01) == 96
     assert S.steps_from_fraction(10, 0.0) == 0
@@ -212,6 +216,27 @@ def test_reference_design_meets_rules_on_random_problems():
         assert S.check_pretraining_design(S.design_pretraining_schedule(problem), problem) == []
 
 
+def test_design_checker_accepts_the_extreme_fractions_rounded_up():
+    # issue 15: warmup 5 % and cooldown 25 %, rounded up by steps_from_fraction, are allowed, one more step is not
+    rng = np.random.default_rng(12)
+    seen_above = 0
+    for _ in range(30):
+        problem = S.random_pretraining_problem(rng)
+        good = S.design_pretraining_schedule(problem)
+        T = good["total_steps"]
+        W, D = S.steps_from_fraction(T, 0.05), S.steps_from_fraction(T, 0.25)
+        seen_above += (W > 0.05 * T) + (D > 0.25 * T)
+        peak, floor = good["peak_lr"], good["min_lr"]
+        edge = {**good, "warmup_steps": W, "decay_steps": D,
+                "lr_at": lambda s, W=W, T=T, peak=peak, floor=floor: S.wsd(s, peak, W, T, 0.25, floor, "sqrt")}
+        assert S.check_pretraining_design(edge, problem) == []
+        assert any("warmup_steps" in v for v in S.check_pretraining_design({**edge, "warmup_steps": W + 1}, problem))
+        assert any("decay_steps" in v for v in S.check_pretraining_design({**edge, "decay_steps": D + 1}, problem))
+        assert any("warmup_steps" in v for v in S.check_pretraining_design(
+            {**edge, "warmup_steps": S.steps_from_fraction(T, 0.01) - 1}, problem))
+    assert seen_above > 10  # the old check (W / T <= 0.05) would have refused these
+
+
 def test_design_checker_names_each_broken_rule():
     problem = {"token_budget": 20_000_000_000, "seq_len": 2048, "n_gpus": 64, "max_micro_batch": 8,
                "max_batch_tokens": 4 * 2 ** 20, "ref_lr": 3e-4, "ref_batch": 256}
@@ -225,8 +250,8 @@ def test_design_checker_names_each_broken_rule():
     assert any("memory" in v for v in broken(micro_batch=16))
     assert any("global_batch" in v for v in broken(global_batch=good["global_batch"] + 1))
     assert any("ceil" in v for v in broken(total_steps=good["total_steps"] - 1))
-    assert any("warmup_steps/total_steps" in v for v in broken(warmup_steps=1))
-    assert any("decay_steps/total_steps" in v for v in broken(decay_steps=1))
+    assert any("warmup_steps=1 must" in v for v in broken(warmup_steps=1))
+    assert any("decay_steps=1 must" in v for v in broken(decay_steps=1))
     assert any("square-root rule" in v for v in broken(peak_lr=good["peak_lr"] * 2))
     assert any("min_lr" in v for v in broken(min_lr=good["peak_lr"] / 2))
     assert any("peak_lr" in v for v in broken(lr_at=lambda s: good["peak_lr"]))  # no warmup, no cooldown

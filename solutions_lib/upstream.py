@@ -1,0 +1,95 @@
+"""Correct upstream answers for test cells that grade a later answer (docs/GRADING.md rule 6).
+
+One slip costs one cell: when the answer under test calls an earlier answer of the same
+notebook (02's `wsd` counts its cooldown with `steps_from_fraction`; `design_pretraining_schedule`
+builds on four earlier answers; `linear_scaling_table` calls `scale_lr`), its test cell runs it
+with these functions in place of the student's earlier answers::
+
+    with upstream.swapped(globals(), steps_from_fraction=upstream.steps_from_fraction):
+        ...  # checks of wsd
+
+A kit module, not withheld (course/withheld_view.py): the test cells forbid calling it from the
+answers they grade (`forbidden_except`), so it is no shortcut. Each function is the reference
+arithmetic without the argument checks; tests/test_upstream.py compares them with the references.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+
+def steps_from_fraction(total_steps, fraction):
+    """ceil(fraction * total_steps), ignoring float noise above a whole number (0.07 * 100)."""
+    x = fraction * total_steps
+    return int(math.ceil(x - 1e-9 * max(1.0, x)))
+
+
+def wsd(step, peak_lr, warmup_steps, total_steps, decay_fraction=0.1, min_lr=0.0, shape="linear"):
+    """Warmup-stable-decay (the convention of 02's exercise 7)."""
+    decay = steps_from_fraction(total_steps, decay_fraction)
+    if warmup_steps + decay > total_steps or shape not in ("linear", "sqrt"):
+        raise ValueError("warmup and cooldown overlap, or the shape is unknown")
+    if step < warmup_steps:
+        return peak_lr * (step + 1) / warmup_steps
+    start = total_steps - decay
+    if step < start:
+        return peak_lr
+    if step >= total_steps:
+        return min_lr
+    x = (step - start + 1) / decay
+    return min_lr + (peak_lr - min_lr) * ((1.0 - x) if shape == "linear" else (1.0 - math.sqrt(x)))
+
+
+def scale_lr(base_lr, base_batch, new_batch, rule="linear"):
+    """Linear or square-root batch-size scaling of a learning rate."""
+    ratio = new_batch / base_batch
+    if rule == "linear":
+        return base_lr * ratio
+    if rule == "sqrt":
+        return base_lr * math.sqrt(ratio)
+    raise ValueError(f"unknown rule {rule!r}")
+
+
+def fit_schedule_to_budget(token_budget, tokens_per_step, warmup_ratio=0.01, decay_fraction=0.2):
+    """The step plan of a token budget (02's exercise 9)."""
+    total = -(-int(token_budget) // int(tokens_per_step))
+    warmup = steps_from_fraction(total, warmup_ratio)
+    decay = steps_from_fraction(total, decay_fraction)
+    if warmup + decay > total:
+        raise ValueError("warmup and cooldown do not fit in the run")
+    return {"total_steps": total, "warmup_steps": warmup, "decay_steps": decay,
+            "cooldown_start": total - decay, "tokens_trained": total * int(tokens_per_step)}
+
+
+def two_batch_noise_scale(sq_norms_small, sq_norms_big, b_small, b_big):
+    """(|G|^2, tr Sigma, B_simple) from mean |G_B|^2 at two batch sizes (McCandlish et al. 2018)."""
+    small = sum(float(x) for x in sq_norms_small) / len(sq_norms_small)
+    big = sum(float(x) for x in sq_norms_big) / len(sq_norms_big)
+    g2 = (b_big * big - b_small * small) / (b_big - b_small)
+    trace = (small - big) / (1 / b_small - 1 / b_big)
+    return g2, trace, trace / g2
+
+
+ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale)
+
+
+def forbidden_except(*allowed) -> tuple:
+    """The functions of this module that an answer may not call, except `allowed` (the
+    upstream answers a test cell swaps in): pass them to `grading.no_delegation`."""
+    return tuple(f for f in ANSWERS if f not in allowed)
+
+
+@contextlib.contextmanager
+def swapped(namespace: dict, **replacements):
+    """Bind `replacements` in `namespace` (a notebook's globals()) for the block, then restore."""
+    missing = object()
+    saved = {k: namespace.get(k, missing) for k in replacements}
+    namespace.update(replacements)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is missing:
+                namespace.pop(k, None)
+            else:
+                namespace[k] = v

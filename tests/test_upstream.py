@@ -1,0 +1,48 @@
+"""solutions_lib.upstream (the correct earlier answers a test cell swaps in, docs/GRADING.md rule 6)
+against the references and torch, and the swap itself."""
+import math
+
+import numpy as np
+
+from solutions_lib import batch_scaling as B
+from solutions_lib import schedules as S
+from solutions_lib import upstream as U
+
+
+def test_upstream_equals_the_references():
+    rng = np.random.default_rng(15)
+    for _ in range(400):
+        T = int(rng.integers(1, 10 ** 6))
+        f = int(rng.integers(0, 1001)) / 1000
+        assert U.steps_from_fraction(T, f) == S.steps_from_fraction(T, f)
+    assert U.steps_from_fraction(100, 0.07) == 7 and math.ceil(0.07 * 100) == 8
+    for _ in range(300):
+        T = int(rng.integers(2, 3000))
+        frac = int(rng.integers(0, 60)) / 100
+        D = S.steps_from_fraction(T, frac)
+        W = int(rng.integers(0, T - D + 1))
+        args = (int(rng.integers(0, T + 20)), 1e-3, W, T, frac, float(rng.choice([0.0, 1e-4])), str(rng.choice(["linear", "sqrt"])))
+        assert U.wsd(*args) == S.wsd(*args)
+    for _ in range(100):
+        args = (float(10 ** rng.uniform(-5, -1)), int(rng.integers(1, 5000)), int(rng.integers(1, 10 ** 5)), str(rng.choice(["linear", "sqrt"])))
+        assert U.scale_lr(*args) == B.scale_lr(*args)
+        budget = (int(rng.integers(10 ** 6, 10 ** 13)), int(rng.integers(1, 2 ** 24)), int(rng.integers(0, 6)) / 100, int(rng.integers(5, 30)) / 100)
+        assert U.fit_schedule_to_budget(*budget) == S.fit_schedule_to_budget(*budget)
+        small, big = list(rng.uniform(5, 10, 4)), list(rng.uniform(1, 2, 3))
+        g2, tr, bs = U.two_batch_noise_scale(small, big, 8, 512)
+        assert np.allclose((g2, tr), B.noise_scale_components(small, big, 8, 512), rtol=1e-12)
+        assert math.isclose(bs, B.gradient_noise_scale(small, big, 8, 512), rel_tol=1e-12)
+
+
+def test_swapped_binds_and_restores():
+    ns = {"steps_from_fraction": "mine"}
+    with U.swapped(ns, steps_from_fraction=U.steps_from_fraction, wsd=U.wsd):
+        assert ns["steps_from_fraction"] is U.steps_from_fraction and ns["wsd"] is U.wsd
+    assert ns == {"steps_from_fraction": "mine"}
+    try:
+        with U.swapped(ns, steps_from_fraction=None):
+            raise KeyError
+    except KeyError:
+        pass
+    assert ns == {"steps_from_fraction": "mine"}
+    assert U.forbidden_except(U.wsd) == tuple(f for f in U.ANSWERS if f is not U.wsd)
