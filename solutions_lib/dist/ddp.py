@@ -194,10 +194,22 @@ class BucketedDDP(nn.Module):
     fired when it was launched (`hooks_at_launch`): a value below the number of trainable
     parameters means the all-reduce started while backward still had gradients to compute.
     Inside ``with ddp.no_sync():`` the hooks do nothing and gradients accumulate locally.
+
+    Options as torch's DDP (off by default: each adds collectives to the counts above):
+    ``unused_grad_none=True``: `finish()` also all-reduces (MAX) one flag per parameter, "had a
+    gradient on this rank"; a parameter unused on every rank keeps ``grad=None`` (torch leaves
+    it untouched), so a stepping optimizer skips it; zero_grad(set_to_none=True) between steps.
+    ``broadcast_buffers=True``: every forward first broadcasts the module's buffers from rank 0
+    (torch's default), so running statistics cannot drift apart.
     """
 
-    def __init__(self, module: nn.Module, bucket_cap_bytes: float = DEFAULT_BUCKET_CAP_BYTES):
+    def __init__(self, module: nn.Module, bucket_cap_bytes: float = DEFAULT_BUCKET_CAP_BYTES, *,
+                 unused_grad_none: bool = False, broadcast_buffers: bool = False):
         super().__init__()
+        for name, flag in (("unused_grad_none", unused_grad_none), ("broadcast_buffers", broadcast_buffers)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name} must be True or False, got {flag!r}")
+        self.unused_grad_none, self.broadcast_buffers = unused_grad_none, broadcast_buffers
         self.world_size = _world()
         self.module = module
         params = trainable_parameters(module)
@@ -225,6 +237,10 @@ class BucketedDDP(nn.Module):
         self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad_ready) for p in params]
 
     def forward(self, *args, **kwargs):
+        if self.broadcast_buffers and self.world_size > 1:
+            with torch.no_grad():
+                for t in self.module.buffers():
+                    dist.broadcast(t.data, src=0)
         return self.module(*args, **kwargs)
 
     def _reset(self) -> None:
@@ -232,6 +248,7 @@ class BucketedDDP(nn.Module):
         self._ready = [0] * len(self.buckets)
         self._handles: list = [None] * len(self.buckets)
         self._next = 0
+        self._used: dict = {}
         self._step = {"hooks_fired": 0, "launched_from_hook": 0, "launched_at_finish": 0,
                       "hooks_at_launch": [None] * len(self.buckets)}
 
@@ -261,6 +278,7 @@ class BucketedDDP(nn.Module):
         for p in self.buckets[b]:
             _, off = self._where[id(p)]
             view = buf[off:off + p.numel()]
+            self._used[id(p)] = p.grad is not None
             if p.grad is None:
                 view.zero_()
             elif p.grad.data_ptr() != view.data_ptr():  # else .grad already is this slice
@@ -278,6 +296,12 @@ class BucketedDDP(nn.Module):
         if self.world_size > 1:
             while self._next < len(self.buckets):
                 self._launch(self._next, "launched_at_finish")
+            unused = set()
+            if self.unused_grad_none:
+                ps = [p for bucket in self.buckets for p in bucket]
+                used = torch.tensor([float(self._used[id(p)]) for p in ps])
+                dist.all_reduce(used, op=dist.ReduceOp.MAX)
+                unused = {id(p) for p, u in zip(ps, used.tolist()) if u == 0.0}
             for b, handle in enumerate(self._handles):
                 handle.wait()
                 buf = self.buffers_[b]
@@ -287,7 +311,8 @@ class BucketedDDP(nn.Module):
                     # .grad becomes a view of the bucket (torch's gradient_as_bucket_view): no
                     # copy back; the next step's backward writes a fresh .grad (or accumulates
                     # into this view when the grads are not reset), the hook copies it in.
-                    p.grad = buf[off:off + p.numel()].view_as(p)
+                    if id(p) not in unused:
+                        p.grad = buf[off:off + p.numel()].view_as(p)
         step = self._step
         self.last_step = step
         self.totals["steps"] += 1
