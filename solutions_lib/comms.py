@@ -31,7 +31,7 @@ __all__ = [
     "allreduce_crossover_bytes", "BUS_FACTORS", "algorithm_bandwidth", "bus_bandwidth",
     "amdahl_speedup", "amdahl_from_profile", "parallel_efficiency", "speedup_from_step_time",
     "steps_per_epoch", "overlap_step_time", "step_time_with_overlap", "bucketed_step_time", "bucket_comm_times",
-    "hierarchical_allreduce_time", "flat_allreduce_time", "harmonic_number",
+    "hierarchical_allreduce_time", "flat_allreduce_time", "rabenseifner_allreduce_time", "harmonic_number",
     "expected_max_step_time", "straggler_slowdown", "simulate_straggler_steps",
     "fit_alpha_beta", "alpha_beta_report", "allreduce_timing_rank", "measure_allreduce",
     "allreduce_benchmark", "DEFAULT_SIZES",
@@ -136,6 +136,27 @@ def tree_allreduce_time(n: int, nbytes: float, alpha: float, bandwidth: float) -
     nbytes, alpha, bandwidth = _link(nbytes, alpha, bandwidth)
     rounds = math.ceil(math.log2(n)) if n > 1 else 0
     return 2 * rounds * (alpha + nbytes / bandwidth)
+
+
+def rabenseifner_allreduce_time(n: int, nbytes: float, alpha: float, bandwidth: float) -> float:
+    """Rabenseifner's all-reduce: ``2 log2(n) alpha + 2 (n-1)/n * nbytes / bandwidth`` seconds.
+
+    A reduce-scatter by recursive halving (round k: exchange half of the current part with the
+    partner at distance n/2^k and keep the sum of the other half: log2 n rounds sending
+    S/2, S/4, ..., S/n) followed by an all-gather by recursive doubling (the same rounds in
+    reverse). Each rank sends (n-1)/n * S per phase, as much as in the ring, but in log2 n
+    rounds instead of n-1: the ``T ~ alpha log N + beta S`` shape of a bandwidth-optimal,
+    logarithmic-latency all-reduce (Thakur, Rabenseifner and Gropp, "Optimization of Collective
+    Communication Operations in MPICH", 2005). Defined here for n a power of two; other n raise
+    ``ValueError`` (MPICH first folds the r = n - 2^floor(log2 n) extra ranks into partners,
+    which costs two more full-size steps).
+    """
+    n = _world(n)
+    nbytes, alpha, bandwidth = _link(nbytes, alpha, bandwidth)
+    if n & (n - 1):
+        raise ValueError(f"rabenseifner_allreduce_time is defined for a power-of-two number of ranks, got n = {n}")
+    rounds = n.bit_length() - 1
+    return 2 * rounds * alpha + 2 * (n - 1) / n * nbytes / bandwidth
 
 
 def allreduce_crossover_bytes(n: int, alpha: float, bandwidth: float) -> float:
@@ -354,19 +375,25 @@ def hierarchical_allreduce_time(nodes: int, gpus_per_node: int, nbytes: float, a
 
 
 def flat_allreduce_time(nodes: int, gpus_per_node: int, nbytes: float, alpha_intra: float,
-                        bw_intra: float, alpha_inter: float, bw_inter: float) -> float:
-    """One ring over all nodes*gpus_per_node GPUs: it runs at the pace of its slowest hop.
+                        bw_intra: float, alpha_inter: float, bw_inter: float, channels: int = 1) -> float:
+    """Flat ring all-reduce over all nodes*gpus_per_node GPUs, in `channels` parallel rings.
 
     Every step of a ring moves one chunk over every hop at once, so when any hop crosses a
-    node boundary (nodes > 1) the step takes the inter-node latency and bandwidth. One node:
-    the plain intra-node ring.
+    node boundary (nodes > 1) the step takes the inter-node latency and bandwidth. With
+    `channels` = c rings (NCCL's channels), each ring carries nbytes/c and leaves the node
+    through its own network card, so c NICs per node work in parallel:
+    ``2(N-1) alpha + 2 (N-1)/N * nbytes / (c * bandwidth)``, assuming the intra-node links carry
+    the other hops without becoming the bottleneck. ``channels = gpus_per_node`` prices the
+    flat ring with the same hardware (one NIC per GPU) as `hierarchical_allreduce_time`. One
+    node: the plain intra-node ring.
     """
     nodes = _world(nodes, "nodes")
     g = _world(gpus_per_node, "gpus_per_node")
+    c = _world(channels, "channels")
     _link(nbytes, alpha_intra, bw_intra)
     if nodes == 1:
         return ring_allreduce_time(g, nbytes, alpha_intra, bw_intra)
-    return ring_allreduce_time(nodes * g, nbytes, max(alpha_intra, alpha_inter), min(bw_intra, bw_inter))
+    return ring_allreduce_time(nodes * g, nbytes / c, max(alpha_intra, alpha_inter), min(bw_intra, bw_inter))
 
 
 # ---------------------------------------------------------------- stragglers

@@ -30,18 +30,22 @@ def megatron_flops_per_iteration(batch: int, seq_len: int, layers: int, hidden: 
     """FLOPs of one training iteration of a GPT: 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
 
     Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters using
-    Megatron-LM"), appendix: per layer the forward matmuls cost 24 B s h^2 (QKV, output
+    Megatron-LM"), section 5.1: per layer the forward matmuls cost 24 B s h^2 (QKV, output
     projection, a 4h MLP) plus 4 B s^2 h (scores and weighted values); the logit layer costs
     2 B s h V; backward costs twice the forward. With full activation recomputation
-    (`recompute=True`) the forward runs twice: the factor is 96 instead of 72 (the paper's
-    formula, which counts hardware FLOPs). Only matmuls are counted.
+    (`recompute=True`) the *transformer layers* run their forward twice, the logit layer does
+    not: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), the paper's equation (3), which counts hardware
+    FLOPs (the logit term is the same 6 B s h V in both). Only matmuls are counted; the
+    attention term is the full s x s score matrix (a causal kernel that skips masked blocks does
+    about half of it).
     """
     for name, v in (("batch", batch), ("seq_len", seq_len), ("layers", layers), ("hidden", hidden),
                     ("vocab", vocab)):
         positive(name, v, integer=True)
     b, s, l, h, V = (float(x) for x in (batch, seq_len, layers, hidden, vocab))
-    factor = 96.0 if recompute else 72.0
-    return factor * b * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h))
+    if recompute:
+        return 96.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
+    return 72.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h))
 
 
 def palm_flops_per_token(n_params: float, layers: int, heads: int, head_dim: int, seq_len: int) -> float:

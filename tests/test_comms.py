@@ -467,3 +467,76 @@ def test_allreduce_benchmark_report_is_consistent(monkeypatch):
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+# ---------------------------------------------------------------- Rabenseifner (issue 19)
+
+
+def _simulate_rabenseifner(buffers):
+    """Recursive-halving reduce-scatter then recursive-doubling all-gather, message by message.
+
+    Returns (the buffers afterwards, the bytes of the largest message of every round). Each rank
+    keeps an index range [lo, hi) of the buffer it is responsible for; in a halving round it
+    exchanges half the range with the partner at distance d (rank XOR d) and keeps the sum of
+    the other half; the all-gather retraces the rounds in reverse, exchanging whole ranges.
+    """
+    n = len(buffers)
+    data = [b.astype(np.float64).copy() for b in buffers]
+    rng_ = [(0, data[0].size)] * n
+    rounds = []
+    d = n // 2
+    while d >= 1:                                         # reduce-scatter by recursive halving
+        msgs, new, ranges = [], [None] * n, list(rng_)
+        for r in range(n):
+            p = r ^ d
+            lo, hi = rng_[r]
+            mid = lo + (hi - lo) // 2
+            keep, send = ((lo, mid), (mid, hi)) if r < p else ((mid, hi), (lo, mid))
+            msgs.append((r, p, send, data[r][send[0]:send[1]].copy()))
+            ranges[r] = keep
+        for r, p, (a, b), payload in msgs:
+            data[p][a:b] += payload
+        rounds.append(max(m[3].nbytes for m in msgs))
+        rng_ = ranges
+        d //= 2
+    d = 1
+    while d < n:                                          # all-gather by recursive doubling
+        msgs = [(r, r ^ d, rng_[r], data[r][rng_[r][0]:rng_[r][1]].copy()) for r in range(n)]
+        for r, p, (a, b), payload in msgs:
+            data[p][a:b] = payload
+        rng_ = [(min(rng_[r][0], rng_[r ^ d][0]), max(rng_[r][1], rng_[r ^ d][1])) for r in range(n)]
+        rounds.append(max(m[3].nbytes for m in msgs))
+        d *= 2
+    return data, rounds
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 16, 64])
+def test_rabenseifner_time_equals_a_message_level_simulation(n):
+    rng = np.random.default_rng(n)
+    elems = 64 * 3                                      # divisible by every n above
+    bufs = [rng.standard_normal(elems) for _ in range(n)]
+    out, rounds = _simulate_rabenseifner(bufs)
+    total = np.sum(bufs, axis=0)
+    assert all(np.allclose(o, total) for o in out)       # it is an all-reduce
+    S = bufs[0].nbytes
+    alpha, bw = 7e-6, 3e9
+    simulated = sum(alpha + m / bw for m in rounds)     # rounds are sequential, messages in a round parallel
+    assert len(rounds) == 2 * int(math.log2(n))
+    assert C.rabenseifner_allreduce_time(n, S, alpha, bw) == pytest.approx(simulated, rel=1e-12, abs=1e-18)
+    # the same bytes per rank as the ring, in 2 log2 n instead of 2(n-1) steps
+    assert sum(rounds) == pytest.approx(C.ring_allreduce_bytes_per_rank(n, S))
+
+
+@pytest.mark.parametrize("n", [3, 6, 12, 100])
+def test_rabenseifner_rejects_non_powers_of_two(n):
+    with pytest.raises(ValueError, match="power-of-two"):
+        C.rabenseifner_allreduce_time(n, 1e6, 1e-5, 1e9)
+
+
+def test_flat_allreduce_channels_price_every_nic():
+    one = C.flat_allreduce_time(16, 8, 1e9, 5e-6, 150e9, 15e-6, 25e9)
+    eight = C.flat_allreduce_time(16, 8, 1e9, 5e-6, 150e9, 15e-6, 25e9, channels=8)
+    assert one == pytest.approx(254 * 15e-6 + 2 * 127 / 128 * 1e9 / 25e9)
+    assert eight == pytest.approx(254 * 15e-6 + 2 * 127 / 128 * 1e9 / (8 * 25e9))
+    with pytest.raises(ValueError):
+        C.flat_allreduce_time(16, 8, 1e9, 5e-6, 150e9, 15e-6, 25e9, channels=0)

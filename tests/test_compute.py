@@ -49,8 +49,31 @@ def _counted_training_flops(batch, seq, layers, hidden, heads, vocab):
 def test_megatron_formula_equals_counted_matmul_flops(batch, seq, layers, hidden, heads, vocab):
     counted, _ = _counted_training_flops(batch, seq, layers, hidden, heads, vocab)
     assert C.megatron_flops_per_iteration(batch, seq, layers, hidden, vocab) == pytest.approx(counted, rel=1e-12)
+    # recomputation re-runs the forward of the transformer layers, not of the logit layer:
+    # counted forward FLOPs of the whole model minus the head's 2 B s h V
+    torch.manual_seed(0)
+    model = _MatmulGPT(layers, hidden, heads, vocab)
+    with FlopCounterMode(display=False) as fwd:
+        model(torch.randint(0, vocab, (batch, seq)))
+    layers_forward = fwd.get_total_flops() - 2 * batch * seq * hidden * vocab
     assert C.megatron_flops_per_iteration(batch, seq, layers, hidden, vocab, recompute=True) == \
-        pytest.approx(counted * 96 / 72, rel=1e-12)
+        pytest.approx(counted + layers_forward, rel=1e-12)
+
+
+def test_megatron_recompute_is_the_papers_equation_3():
+    """Narayanan et al. 2021, eq. (3): F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), and their
+    eq. (4) approximation of ~8 T P FLOPs for T tokens on P parameters (GPT-3 175B, Table 1 row:
+    h = 12288, l = 96, s = 2048, V = 51200, B = 1536)."""
+    B, s, l, h, V = 1536, 2048, 96, 12288, 51200
+    paper = 96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h))
+    assert C.megatron_flops_per_iteration(B, s, l, h, V, recompute=True) == pytest.approx(paper, rel=1e-12)
+    P = 12 * l * h ** 2 + V * h                        # the paper's parameter count, eq. (2)
+    assert P == pytest.approx(175e9, rel=0.01)
+    assert paper / (B * s) == pytest.approx(8 * P, rel=0.05)
+    # the logit layer is not recomputed: the difference to the no-recompute count is one forward
+    # of the transformer layers only, 24 B s l h^2 (1 + s/(6h))
+    diff = C.megatron_flops_per_iteration(B, s, l, h, V, recompute=True) - C.megatron_flops_per_iteration(B, s, l, h, V)
+    assert diff == pytest.approx(24 * B * s * l * h ** 2 * (1 + s / (6 * h)), rel=1e-12)
 
 
 def test_palm_flops_per_token_equals_counted_flops_per_token():
