@@ -267,6 +267,9 @@ class FSDP(nn.Module):
     masters) + the root + the gathered units alive at once, the largest unit (two with
     prefetch: this one and the next), against DDP's 4 P.
 
+    A unit's parameters exist only inside its own forward: a module that reads another unit's
+    weight (the course GPT's tied output layer, ``F.linear(x, self.tok.weight)``) needs that
+    weight in the root: ``FSDP(gpt, units=Block)`` (the blocks are units, the rest the root).
     Limits: each unit runs once per forward; one backward per forward (no retain_graph reuse);
     parameters fp32 on one device; all ranks must run the same units in the same order.
     """
