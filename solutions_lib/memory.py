@@ -238,29 +238,68 @@ def optimal_interval(layers, per_layer_bytes=1.0) -> int:
     return min(range(1, L + 1), key=lambda k: (checkpointed_activation_bytes(L, k, sizes), k))
 
 
-def checkpoint_epoch_time(layers, interval, per_layer_bytes=1.0, forward_fraction=1 / 3) -> float:
+def segment_checkpoint_bytes(layers, interval, per_layer_bytes, input_bytes) -> float:
+    """Peak activation bytes with torch-style segment checkpointing: `torch.utils.checkpoint`
+    around each segment of k = `interval` consecutive layers (the last may be shorter).
+
+    The forward pass keeps only each segment's input, `input_bytes` = c (for a transformer the
+    hidden states, d s b h bytes, much less than a layer's A); the backward pass rebuilds one
+    segment at a time. Peak (conservative, like the course's model): every segment input plus
+    the largest rebuilt segment,
+      uniform layers of A bytes:  M(k) = ceil(L/k) c + k A,
+    whose continuous minimum is at k = sqrt(L c / A): sqrt(L) only when a checkpoint costs a
+    whole layer (c = A, the course's model of `checkpointed_activation_bytes`), about one layer
+    for a transformer (c / A = 2 / 74 for the CH26-08 model: k* = sqrt(24 * 2 / 74) = 0.8).
+    No checkpointing at all is L A (not an interval here).
+    `per_layer_bytes` is a number (uniform) or a list of L sizes.
+    """
+    sizes = _layer_sizes(layers, per_layer_bytes)
+    L = len(sizes)
+    k = _count("interval", interval)
+    if k > L:
+        raise ValueError(f"interval={k} exceeds the number of layers {L}")
+    c = _size("input_bytes", input_bytes, positive=False)
+    segments = [sizes[i:i + k] for i in range(0, L, k)]
+    return len(segments) * c + max(sum(seg) for seg in segments)
+
+
+def optimal_segment_interval(layers, per_layer_bytes, input_bytes) -> int:
+    """The interval k in 1..L with the smallest `segment_checkpoint_bytes` (the smallest such k
+    on a tie). Near sqrt(L c / A) for uniform layers, so 1 when c << A / L."""
+    sizes = _layer_sizes(layers, per_layer_bytes)
+    L = len(sizes)
+    return min(range(1, L + 1), key=lambda k: (segment_checkpoint_bytes(L, k, sizes, input_bytes), k))
+
+
+def checkpoint_epoch_time(layers, interval, per_layer_bytes=1.0, forward_fraction=1 / 3,
+                          doubled_step_time=1.0) -> float:
     """Epoch time with a checkpoint every k layers, relative to no checkpointing, under the
     assumptions of Chapter 26, exercise 26.13(b):
       - recomputation adds its forward FLOPs linearly to the step time: a step takes
         1 + forward_fraction * recompute_overhead(k) (forward = 1/3 of a step by default);
       - if the checkpointed activations of a doubled batch fit where the un-checkpointed
         ones of the original batch did (2 M(k) <= M(1)), the batch is doubled, which halves
-        the steps per epoch, and (as the exercise assumes) a step of the doubled batch takes
-        as long as before; otherwise the batch and the step count stay.
+        the steps per epoch; a step of the doubled batch takes `doubled_step_time` times as
+        long as a step of the original one: 1.0 as the exercise assumes (a GPU that was not
+        yet saturated), 2.0 for a saturated GPU (time proportional to the work: the doubled
+        batch then gains nothing and checkpointing only costs its recomputation); otherwise
+        the batch and the step count stay.
+      T(k) = (1 + f r(k)) * (doubled_step_time / 2 if 2 M(k) <= M(1) else 1).
     """
     L = _count("layers", layers)
     sizes = _layer_sizes(L, per_layer_bytes)
     f = _size("forward_fraction", forward_fraction)
+    g = _size("doubled_step_time", doubled_step_time)
     step = 1.0 + f * recompute_overhead(L, interval)
     doubled = 2 * checkpointed_activation_bytes(L, interval, sizes) <= checkpointed_activation_bytes(L, 1, sizes)
-    return step * (0.5 if doubled else 1.0)
+    return step * (g / 2 if doubled else 1.0)
 
 
 # ---------------------------------------------------------------- whole-model calculators
 
 
 def training_memory(n_params, batch, seq_len, hidden, layers, heads, precision="amp",
-                    checkpoint_every=None, dropout=True) -> dict[str, float]:
+                    checkpoint_every=None, dropout=True, checkpoint_model="layers") -> dict[str, float]:
     """Memory of training a transformer with AdamW on one GPU, in bytes, by part.
 
     Assumptions (stated, since the textbook's numbers are loose):
@@ -271,8 +310,12 @@ def training_memory(n_params, batch, seq_len, hidden, layers, heads, precision="
         values for "fp32", 2-byte for "amp", 1-byte dropout masks; embeddings, final
         LayerNorm and logits left out (they add 4 s b V for fp32 logits, 1.6 GB for a GPT-2
         vocabulary at b = 16, s = 512);
-      - `checkpoint_every` = k: the course's model of `checkpointed_activation_bytes`
-        (floor(L/k) kept layers + k - 1 recomputed ones); None or 1 means no checkpointing.
+      - `checkpoint_every` = k with `checkpoint_model="layers"` (default): the course's model of
+        `checkpointed_activation_bytes` (floor(L/k) kept layers + k - 1 recomputed ones; None
+        or 1 means no checkpointing); with `checkpoint_model="segments"`: torch's
+        `checkpoint` around segments of k layers, `segment_checkpoint_bytes` with the segment
+        input d s b h bytes (ceil(L/k) inputs + one rebuilt segment of k layers; None means
+        no checkpointing, 1 checkpoints every layer).
     Returns {"weights", "gradients", "optimizer", "activations", "total"}.
     """
     n = _size("n_params", n_params)
@@ -285,7 +328,15 @@ def training_memory(n_params, batch, seq_len, hidden, layers, heads, precision="
     per_layer = activation_bytes_per_layer(seq_len, batch, hidden, heads, bytes_per_value=d, dropout=dropout)
     L = _count("layers", layers)
     k = 1 if checkpoint_every is None else _count("checkpoint_every", checkpoint_every)
-    act = checkpointed_activation_bytes(L, k, per_layer)
+    if checkpoint_model == "layers":
+        act = checkpointed_activation_bytes(L, k, per_layer)
+    elif checkpoint_model == "segments":
+        if k > L:
+            raise ValueError(f"checkpoint_every={k} exceeds the number of layers {L}")
+        act = L * per_layer if checkpoint_every is None else \
+            segment_checkpoint_bytes(L, k, per_layer, d * _count("seq_len", seq_len) * _count("batch", batch) * _count("hidden", hidden))
+    else:
+        raise ValueError(f"checkpoint_model must be 'layers' or 'segments', got {checkpoint_model!r}")
     out = {"weights": n * w, "gradients": n * g, "optimizer": n * o, "activations": act}
     out["total"] = sum(out.values())
     return out

@@ -405,3 +405,72 @@ def test_ch26_08_by_hand():
         M.training_memory(n, b, s, h, L, a, "fp8")
     with pytest.raises(ValueError):
         M.fits_on(-1)
+
+
+# ---------------------------------------------------------------- segment checkpointing (torch's checkpoint)
+
+
+def _segment_peak_by_simulation(sizes, k, c):
+    """Independent oracle: walk the backward pass segment by segment (last first); while segment j
+    is rebuilt, the inputs of segments 0..j and segment j's activations are alive."""
+    segs = [sizes[i:i + k] for i in range(0, len(sizes), k)]
+    return max((j + 1) * c + sum(seg) for j, seg in enumerate(segs))
+
+
+@pytest.mark.parametrize("L,k", [(24, 4), (48, 6), (12, 1), (12, 12), (30, 5)])
+def test_segment_checkpoint_bytes_by_hand(L, k):
+    A, c = 74.0, 2.0                       # the CH26-08 layer in units of s b h: A = 74, c = 2
+    assert M.segment_checkpoint_bytes(L, k, A, c) == pytest.approx(math.ceil(L / k) * c + k * A)
+    assert M.segment_checkpoint_bytes(L, k, A, c) == pytest.approx(_segment_peak_by_simulation([A] * L, k, c))
+
+
+def test_segment_checkpoint_bytes_uneven_and_non_uniform():
+    # 10 layers, segments of 4: 4 + 4 + 2 layers, three inputs
+    assert M.segment_checkpoint_bytes(10, 4, 1.0, 0.1) == pytest.approx(3 * 0.1 + 4)
+    sizes = [1.0, 5.0, 1.0, 1.0, 2.0]
+    assert M.segment_checkpoint_bytes(5, 2, sizes, 0.5) == pytest.approx(3 * 0.5 + 6.0)
+    # c = A recovers a sqrt(L) optimum; c << A puts it at one layer
+    assert M.optimal_segment_interval(48, 1.0, 1.0) in (6, 7)
+    assert M.optimal_segment_interval(24, 74.0, 2.0) == 1
+
+
+@pytest.mark.parametrize("L,ratio", [(24, 2 / 74), (48, 2 / 34), (96, 0.1), (64, 0.5), (100, 1.0), (30, 4.0)])
+def test_optimal_segment_interval_near_sqrt_L_c_over_A(L, ratio):
+    A, c = 1.0, ratio
+    best = min(range(1, L + 1), key=lambda k: (math.ceil(L / k) * c + k * A, k))
+    assert M.optimal_segment_interval(L, A, c) == best
+    k_star = math.sqrt(L * c / A)
+    # within one layer's worth of the continuous optimum 2 sqrt(L c A) (ceil adds at most c)
+    assert M.segment_checkpoint_bytes(L, best, A, c) <= 2 * math.sqrt(L * c * A) + A + c + 1e-12
+    assert abs(best - k_star) <= max(1.0, 0.5 * k_star)
+
+
+def test_ch26_08_with_torch_segments():
+    s, b, h, a, L, n = 512, 16, 1024, 16, 24, 350e6
+    sbh = s * b * h
+    A = sbh * (34 + 5 * a * s / h)
+    ck = M.training_memory(n, b, s, h, L, a, "amp", checkpoint_every=4, checkpoint_model="segments")
+    assert ck["activations"] == pytest.approx(6 * 2 * sbh + 4 * A)
+    assert ck["total"] / 1e9 == pytest.approx(8.183691264)
+    none = M.training_memory(n, b, s, h, L, a, "amp", checkpoint_model="segments")
+    assert none["activations"] == M.training_memory(n, b, s, h, L, a, "amp")["activations"]
+    per_k = {k: M.training_memory(n, b, s, h, L, a, "amp", checkpoint_every=k, checkpoint_model="segments")["activations"]
+             for k in range(1, L + 1)}
+    assert min(per_k, key=per_k.get) == 1 == M.optimal_segment_interval(L, A, 2 * sbh)
+    assert per_k[1] == pytest.approx(24 * 2 * sbh + A)
+    with pytest.raises(ValueError):
+        M.training_memory(n, b, s, h, L, a, "amp", checkpoint_every=4, checkpoint_model="chen")
+    with pytest.raises(ValueError):
+        M.training_memory(n, b, s, h, L, a, "amp", checkpoint_every=25, checkpoint_model="segments")
+
+
+def test_epoch_time_saturated_gpu():
+    # a saturated GPU: the doubled batch takes twice as long, so checkpointing only costs
+    sat = {k: M.checkpoint_epoch_time(48, k, doubled_step_time=2.0) for k in range(1, 49)}
+    assert min(sat, key=sat.get) == 1 and sat[1] == 1.0
+    assert sat[3] == pytest.approx(1 + (32 / 48) / 3)
+    mid = M.checkpoint_epoch_time(48, 3, doubled_step_time=1.5)
+    assert mid == pytest.approx((1 + (32 / 48) / 3) * 0.75)
+    assert M.checkpoint_epoch_time(48, 3) == M.checkpoint_epoch_time(48, 3, doubled_step_time=1.0)
+    with pytest.raises(ValueError):
+        M.checkpoint_epoch_time(48, 3, doubled_step_time=0)
