@@ -15,7 +15,8 @@ from ._checks import choice, non_negative, positive
 
 __all__ = ["ChinchillaFit", "FITS", "chinchilla_loss", "chinchilla_optimal", "tokens_per_param",
            "kaplan_loss_params", "kaplan_loss_data", "kaplan_loss_compute",
-           "tokens_for_loss", "inference_aware_optimal"]
+           "tokens_for_loss", "inference_aware_optimal", "compute_multiplier_with_floor", "fit_chinchilla_law",
+           "bootstrap_chinchilla_fit", "synthetic_scaling_runs"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +159,110 @@ def inference_aware_optimal(target_loss: float, inference_tokens: float, fit: st
     return {"n_params": n, "n_tokens": d, "train_flops": 6.0 * n * d,
             "inference_flops": 2.0 * n * inference_tokens,
             "total_flops": 6.0 * n * d + 2.0 * n * inference_tokens}
+
+
+# ---------------------------------------------------------------- fitting a law yourself (EXT-FIT)
+
+
+def compute_multiplier_with_floor(loss_now: float, loss_target: float, l_inf: float, alpha: float) -> float:
+    """Compute factor C'/C to go from `loss_now` to `loss_target` when L(C) = L_inf + a C^-alpha.
+
+    Only the reducible part L - L_inf follows the power law, so
+    ``C'/C = ((loss_target - L_inf) / (loss_now - L_inf)) ** (-1 / alpha)``; a target at or below
+    the irreducible loss L_inf is unreachable (``ValueError``).
+    """
+    for name, v in (("loss_now", loss_now), ("loss_target", loss_target), ("alpha", alpha)):
+        positive(name, v)
+    non_negative("l_inf", l_inf)
+    if loss_now <= l_inf:
+        raise ValueError(f"loss_now {loss_now} must lie above the irreducible loss {l_inf}")
+    if loss_target <= l_inf:
+        raise ValueError(f"loss_target {loss_target} is at or below the irreducible loss {l_inf}: no compute reaches it")
+    return ((loss_target - l_inf) / (loss_now - l_inf)) ** (-1.0 / alpha)
+
+
+def _linear_given_exponents(n, d, loss, alphas, betas):
+    """For every (alpha, beta) pair: least-squares (E, A, B) and the residual sum of squares."""
+    X = np.stack([np.ones((alphas.size, n.size)), n[None, :] ** -alphas[:, None], d[None, :] ** -betas[:, None]], axis=2)
+    xtx = np.einsum("gni,gnj->gij", X, X)
+    xty = np.einsum("gni,n->gi", X, loss)
+    coef = np.linalg.solve(xtx, xty[..., None])[..., 0]
+    rss = np.sum((np.einsum("gni,gi->gn", X, coef) - loss[None, :]) ** 2, axis=1)
+    return coef, rss
+
+
+def fit_chinchilla_law(n_params, n_tokens, loss, *, exponent_range=(0.05, 1.0)) -> dict:
+    """Least-squares fit of L(N, D) = E + A N^-alpha + B D^-beta to (N, D, loss) runs.
+
+    Variable projection: for fixed exponents the model is linear in (E, A, B), solved exactly;
+    the exponents come from a grid of step 0.01 over `exponent_range`, then two refinements
+    (steps 0.001 and 0.0001) around the best point. Returns a dict with E, A, B, alpha, beta and
+    rss (the sum of squared residuals in loss units). Needs at least 6 runs with at least two
+    distinct N and two distinct D.
+    """
+    n = _positive_array("n_params", n_params)
+    d = _positive_array("n_tokens", n_tokens)
+    y = _positive_array("loss", loss)
+    if not (n.shape == d.shape == y.shape) or n.ndim != 1:
+        raise ValueError(f"n_params, n_tokens and loss must be 1-D arrays of one length, got {n.shape}, {d.shape}, {y.shape}")
+    if n.size < 6 or np.unique(n).size < 2 or np.unique(d).size < 2:
+        raise ValueError("need at least 6 runs with at least two distinct N and two distinct D")
+    # scale N and D to O(1) so the normal equations are well conditioned; A and B are scaled back
+    n0, d0 = float(np.exp(np.mean(np.log(n)))), float(np.exp(np.mean(np.log(d))))
+    ns, ds = n / n0, d / d0
+    lo_e, hi_e = exponent_range
+    step = 0.01
+    a_grid = np.arange(lo_e, hi_e + step / 2, step)
+    b_grid = a_grid
+    best = None
+    for _ in range(3):
+        aa, bb = np.meshgrid(a_grid, b_grid, indexing="ij")
+        aa, bb = aa.ravel(), bb.ravel()
+        coef, rss = _linear_given_exponents(ns, ds, y, aa, bb)
+        i = int(np.argmin(rss))
+        best = (aa[i], bb[i], coef[i], rss[i])
+        step /= 10
+        a_grid = np.clip(np.arange(aa[i] - 10 * step, aa[i] + 10.5 * step, step), lo_e, hi_e)
+        b_grid = np.clip(np.arange(bb[i] - 10 * step, bb[i] + 10.5 * step, step), lo_e, hi_e)
+    alpha, beta, (E, As, Bs), rss = best
+    return {"E": float(E), "A": float(As * n0 ** alpha), "B": float(Bs * d0 ** beta), "alpha": float(alpha),
+            "beta": float(beta), "rss": float(rss)}
+
+
+def bootstrap_chinchilla_fit(n_params, n_tokens, loss, n_boot: int = 100, seed: int = 0) -> dict:
+    """The fit's uncertainty by resampling the runs with replacement.
+
+    Resample i uses the run indices ``np.random.default_rng(seed).integers(0, n, (n_boot, n))[i]``
+    and refits with `fit_chinchilla_law`. Returns arrays "alpha", "beta", "E" and "a" (the N_opt
+    exponent beta / (alpha + beta)) over the resamples, and the summaries "alpha_std",
+    "beta_std" (population standard deviations) and "a_interval" (5th and 95th percentiles of a).
+    """
+    n = np.asarray(n_params, dtype=float)
+    d = np.asarray(n_tokens, dtype=float)
+    y = np.asarray(loss, dtype=float)
+    positive("n_boot", n_boot, integer=True)
+    idx = np.random.default_rng(seed).integers(0, n.size, (n_boot, n.size))
+    out = {"alpha": [], "beta": [], "E": []}
+    for rows in idx:
+        f = fit_chinchilla_law(n[rows], d[rows], y[rows])
+        for k in out:
+            out[k].append(f[k])
+    res = {k: np.asarray(v) for k, v in out.items()}
+    res["a"] = res["beta"] / (res["alpha"] + res["beta"])
+    res["alpha_std"], res["beta_std"] = float(np.std(res["alpha"])), float(np.std(res["beta"]))
+    res["a_interval"] = tuple(float(x) for x in np.percentile(res["a"], [5, 95]))
+    return res
+
+
+def synthetic_scaling_runs(fit: str = "epoch", noise: float = 0.01, seed: int = 0,
+                           sizes=(2e7, 5e7, 1.2e8, 3e8, 7e8), tokens_per_param=(5, 10, 20, 40, 80)) -> dict:
+    """A small grid of (N, D, loss) 'training runs' from a known law (published constants of `fit`)
+    with multiplicative noise: loss = L(N, D) * (1 + noise * standard normal). Data for the
+    exercise that fits a scaling law; returns arrays n_params, n_tokens, loss and the true law."""
+    f = _fit(fit)
+    non_negative("noise", noise)
+    rng = np.random.default_rng(seed)
+    n = np.repeat(np.asarray(sizes, dtype=float), len(tokens_per_param))
+    d = n * np.tile(np.asarray(tokens_per_param, dtype=float), len(sizes))
+    clean = f.E + f.A * n ** -f.alpha + f.B * d ** -f.beta
+    return {"n_params": n, "n_tokens": d, "loss": clean * (1 + noise * rng.standard_normal(n.size)), "true": f}

@@ -77,3 +77,50 @@ def test_serving_more_tokens_favours_smaller_models_trained_longer():
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+# ---------------------------------------------------------------- fitting a law (EXT-FIT)
+
+
+@pytest.mark.parametrize("fit", ["hoffmann", "epoch"])
+def test_fit_recovers_the_generating_law_from_noise_free_runs(fit):
+    r = S.synthetic_scaling_runs(fit, noise=0.0)
+    got = S.fit_chinchilla_law(r["n_params"], r["n_tokens"], r["loss"])
+    f = S.FITS[fit]
+    assert got["alpha"] == pytest.approx(f.alpha, abs=2e-4) and got["beta"] == pytest.approx(f.beta, abs=2e-4)
+    assert got["E"] == pytest.approx(f.E, rel=1e-3)
+    pred = got["E"] + got["A"] * r["n_params"] ** -got["alpha"] + got["B"] * r["n_tokens"] ** -got["beta"]
+    np.testing.assert_allclose(pred, r["loss"], rtol=1e-4)
+
+
+def test_fit_is_at_least_as_good_as_the_truth_on_noisy_runs():
+    r = S.synthetic_scaling_runs("epoch", noise=0.01, seed=3)
+    got = S.fit_chinchilla_law(r["n_params"], r["n_tokens"], r["loss"])
+    f = r["true"]
+    rss_true = np.sum((f.E + f.A * r["n_params"] ** -f.alpha + f.B * r["n_tokens"] ** -f.beta - r["loss"]) ** 2)
+    pred = got["E"] + got["A"] * r["n_params"] ** -got["alpha"] + got["B"] * r["n_tokens"] ** -got["beta"]
+    assert got["rss"] == pytest.approx(np.sum((pred - r["loss"]) ** 2), rel=1e-6)
+    assert got["rss"] <= rss_true
+    with pytest.raises(ValueError):
+        S.fit_chinchilla_law(r["n_params"][:5], r["n_tokens"][:5], r["loss"][:5])
+
+
+def test_bootstrap_uses_the_documented_resamples():
+    r = S.synthetic_scaling_runs("epoch", noise=0.01, seed=4)
+    b = S.bootstrap_chinchilla_fit(r["n_params"], r["n_tokens"], r["loss"], n_boot=5, seed=9)
+    idx = np.random.default_rng(9).integers(0, r["loss"].size, (5, r["loss"].size))
+    one = S.fit_chinchilla_law(r["n_params"][idx[2]], r["n_tokens"][idx[2]], r["loss"][idx[2]])
+    assert b["alpha"][2] == one["alpha"] and b["beta"][2] == one["beta"]
+    assert b["a"][2] == pytest.approx(one["beta"] / (one["alpha"] + one["beta"]))
+    assert b["alpha_std"] == pytest.approx(np.std(b["alpha"]))
+
+
+def test_compute_multiplier_with_floor_against_the_law():
+    l_inf, a, alpha = 1.69, 3000.0, 0.15
+    law = lambda c: l_inf + a * c ** -alpha
+    c1 = 1e20
+    c2 = c1 * S.compute_multiplier_with_floor(law(c1), 0.95 * law(c1), l_inf, alpha)
+    assert law(c2) == pytest.approx(0.95 * law(c1), rel=1e-12)
+    assert S.compute_multiplier_with_floor(2.5, 2.25, 0.0, 0.15) == pytest.approx(0.9 ** (-1 / 0.15))
+    with pytest.raises(ValueError):
+        S.compute_multiplier_with_floor(2.5, 1.6, 1.69, 0.15)

@@ -53,7 +53,8 @@ WITHHELD: dict[str, tuple[str, ...]] = {
                  "pipeline_bubble_fraction", "pipeline_bubble_ratio", "row_parallel_shard", "sharding_bytes_per_rank",
                  "tp_comm_bytes_per_layer"),
     "roofline": ("fit_roofline",),
-    "scaling": ("chinchilla_loss", "chinchilla_optimal", "inference_aware_optimal", "tokens_for_loss"),
+    "scaling": ("bootstrap_chinchilla_fit", "chinchilla_loss", "chinchilla_optimal", "compute_multiplier_with_floor",
+                "fit_chinchilla_law", "inference_aware_optimal", "tokens_for_loss"),
     # check_pretraining_design is not withheld: a rule checker that the tests apply to the student's design, not an answer
     "schedules": ("cosine_with_restarts", "design_pretraining_schedule",
                   "diagnose_lr_trace", "fit_schedule_to_budget", "inverse_sqrt", "linear_warmup", "one_cycle",
