@@ -37,6 +37,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from . import comms as _comms
+from . import compute as _compute
 from ._checks import count as _int
 from ._checks import positive_real as _pos
 
@@ -48,6 +50,8 @@ __all__ = [
     "transformer_layer_params", "sharding_bytes_per_rank", "SHARDING_STRATEGIES",
     "copy_to_tensor_parallel", "reduce_from_tensor_parallel", "mlp_reference",
     "split_mlp_weights", "ColumnRowParallelMLP", "run_tp_mlp",
+    "dp_comm_compute_times", "dp_crossover_tokens", "tp_comm_compute_times", "tp_crossover_hidden",
+    "pp_comm_compute_times", "pp_crossover_tokens",
 ]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -458,6 +462,93 @@ def tp_dp_breakeven_tokens(hidden, n_params=None, activation_bytes=2, grad_bytes
     h = _int("hidden", hidden)
     n = transformer_layer_params(h) if n_params is None else _int("n_params", n_params)
     return n * _pos("grad_bytes", grad_bytes) / (4 * h * _pos("activation_bytes", activation_bytes))
+
+
+# ---------------------------------------------------------------- when communication wins (EXT-COMMBOUND)
+#
+# Per transformer layer (12 h^2 parameters, 6 * 12 h^2 = 72 h^2 FLOPs per token for forward +
+# backward, `compute.training_flops`), communication priced with the alpha-beta ring models of
+# `comms`, compute at `peak_flops` per device. A strategy is communication-bound when its
+# communication takes longer than the compute that could hide it (perfect overlap assumed: the
+# step then lasts max(comm, compute)). Each *_times function returns (comm_s, compute_s); each
+# *_crossover gives the knob at which the two are equal.
+
+
+def dp_comm_compute_times(tokens_per_device, hidden, world_size, alpha, bandwidth, peak_flops,
+                          bytes_per_element=2, fsdp=False) -> tuple[float, float]:
+    """One layer, one optimizer step of data parallelism over `world_size` ranks.
+
+    comm: DDP a ring all-reduce of the layer's 12 h^2 gradients (e bytes each):
+    2(n-1) alpha + 2 (n-1)/n 12 h^2 e / B; FSDP (fsdp=True) all-gathers the weights in forward
+    and in backward and reduce-scatters the gradients: 3 (n-1) alpha + 3 (n-1)/n 12 h^2 e / B.
+    compute: 72 h^2 T / peak_flops for T = `tokens_per_device` (the per-device batch in tokens).
+    """
+    T, h, n = _int("tokens_per_device", tokens_per_device), _int("hidden", hidden), _int("world_size", world_size)
+    e = _pos("bytes_per_element", bytes_per_element)
+    S = transformer_layer_params(h) * e
+    if fsdp:
+        comm = 2 * _comms.all_gather_time(n, S, alpha, bandwidth) + _comms.reduce_scatter_time(n, S, alpha, bandwidth)
+    else:
+        comm = _comms.ring_allreduce_time(n, S, alpha, bandwidth)
+    return float(comm), _compute.training_flops(transformer_layer_params(h), T) / _pos("peak_flops", peak_flops)
+
+
+def dp_crossover_tokens(hidden, world_size, alpha, bandwidth, peak_flops, bytes_per_element=2, fsdp=False) -> float:
+    """Per-device tokens T* at which DP's (or FSDP's) communication equals the layer's compute:
+    T* = peak_flops * comm / (72 h^2), comm independent of T. Below T* the run is
+    communication-bound. Bandwidth part alone (alpha = 0, large n): T* ~ peak_flops e / (3 B) for
+    DDP, 1.5 times that for FSDP: a property of the hardware, not of the model size."""
+    comm, _ = dp_comm_compute_times(1, hidden, world_size, alpha, bandwidth, peak_flops, bytes_per_element, fsdp)
+    return comm * _pos("peak_flops", peak_flops) / (6.0 * transformer_layer_params(_int("hidden", hidden)))
+
+
+def tp_comm_compute_times(tokens, hidden, tp, alpha, bandwidth, peak_flops, bytes_per_element=2) -> tuple[float, float]:
+    """One layer of Megatron tensor parallelism over `tp` ranks, forward + backward of `tokens`
+    (b s) tokens: comm = 4 ring all-reduces of T h e bytes, 4 [2(t-1) alpha + 2 (t-1)/t T h e / B];
+    compute = 72 h^2 T / (t peak_flops) (each rank does 1/t of the matmuls). tp = 1: no comm."""
+    T, h, t = _int("tokens", tokens), _int("hidden", hidden), _int("tp", tp)
+    e = _pos("bytes_per_element", bytes_per_element)
+    comm = 0.0 if t == 1 else 4 * _comms.ring_allreduce_time(t, T * h * e, alpha, bandwidth)
+    return float(comm), _compute.training_flops(transformer_layer_params(h), T) / (t * _pos("peak_flops", peak_flops))
+
+
+def tp_crossover_hidden(tokens, tp, alpha, bandwidth, peak_flops, bytes_per_element=2) -> float:
+    """Width h* at which TP's communication equals its compute (compute grows as h^2, comm as h):
+    the positive root of a h^2 = b h + c with a = 72 T / (t F), b = 8 (t-1) T e / (t B),
+    c = 8 (t-1) alpha. Narrower layers are communication-bound. Bandwidth part alone:
+    h* = (t-1) e F / (9 B)."""
+    T, t = _int("tokens", tokens), _int("tp", tp)
+    if t < 2:
+        raise ValueError("tp must be >= 2 for a crossover: tp = 1 does not communicate")
+    e, F = _pos("bytes_per_element", bytes_per_element), _pos("peak_flops", peak_flops)
+    _, alpha, B = _comms._link(0.0, alpha, bandwidth)
+    a = 72.0 * T / (t * F)
+    b = 8.0 * (t - 1) * T * e / (t * B)
+    c = 8.0 * (t - 1) * alpha
+    return (b + math.sqrt(b * b + 4 * a * c)) / (2 * a)
+
+
+def pp_comm_compute_times(micro_batch_tokens, hidden, layers_per_stage, alpha, bandwidth, peak_flops,
+                          bytes_per_element=2) -> tuple[float, float]:
+    """One micro-batch on one pipeline stage of `layers_per_stage` layers: comm = the activation
+    sent forward and its gradient sent back across one stage boundary, 2 (alpha + T h e / B)
+    (point to point); compute = 72 h^2 T l / peak_flops."""
+    T, h, l = _int("micro_batch_tokens", micro_batch_tokens), _int("hidden", hidden), _int("layers_per_stage", layers_per_stage)
+    e = _pos("bytes_per_element", bytes_per_element)
+    comm = 2 * _comms.alpha_beta_time(T * h * e, alpha, bandwidth)
+    return float(comm), l * _compute.training_flops(transformer_layer_params(h), T) / _pos("peak_flops", peak_flops)
+
+
+def pp_crossover_tokens(hidden, layers_per_stage, alpha, bandwidth, peak_flops, bytes_per_element=2) -> float:
+    """Micro-batch size T* (tokens) above which a stage's compute hides its point-to-point
+    traffic: 72 h^2 l T / F = 2 alpha + 2 T h e / B, so T* = 2 alpha / (72 h^2 l / F - 2 h e / B);
+    smaller micro-batches are latency-bound. math.inf when the bandwidth term alone already
+    exceeds the compute (h l <= e F / (36 B)): no micro-batch size hides it."""
+    h, l = _int("hidden", hidden), _int("layers_per_stage", layers_per_stage)
+    e, F = _pos("bytes_per_element", bytes_per_element), _pos("peak_flops", peak_flops)
+    _, alpha, B = _comms._link(0.0, alpha, bandwidth)
+    slope = 72.0 * h * h * l / F - 2.0 * h * e / B
+    return math.inf if slope <= 0 else 2.0 * alpha / slope
 
 
 # ---------------------------------------------------------------- sharded state per rank

@@ -299,3 +299,59 @@ def test_f_and_g_are_identity_without_a_process_group_when_world_is_one():
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+# ---------------------------------------------------------------- communication-bound (EXT-COMMBOUND)
+
+
+@pytest.mark.parametrize("T,h,n,alpha,B,F,e", [(8192, 4096, 64, 5e-6, 25e9, 312e12, 2), (512, 1024, 8, 1e-5, 1e10, 1e14, 4),
+                                                 (1, 128, 2, 0.0, 1e9, 1e12, 2)])
+def test_dp_fsdp_times_and_crossover_by_hand(T, h, n, alpha, B, F, e):
+    S = 12 * h * h * e
+    comm, comp = P.dp_comm_compute_times(T, h, n, alpha, B, F, e)
+    assert comm == pytest.approx(2 * (n - 1) * alpha + 2 * (n - 1) / n * S / B)
+    assert comp == pytest.approx(72 * h * h * T / F)
+    fcomm, fcomp = P.dp_comm_compute_times(T, h, n, alpha, B, F, e, fsdp=True)
+    assert fcomm == pytest.approx(3 * (n - 1) * alpha + 3 * (n - 1) / n * S / B) and fcomp == comp
+    Ts = P.dp_crossover_tokens(h, n, alpha, B, F, e)
+    assert 72 * h * h * Ts / F == pytest.approx(comm)
+    if alpha == 0:   # bandwidth part alone: F e (n-1)/n / (3 B)
+        assert Ts == pytest.approx(F * e * (n - 1) / n / (3 * B))
+    assert P.dp_crossover_tokens(h, n, alpha, B, F, e, fsdp=True) == pytest.approx(1.5 * Ts)
+
+
+@pytest.mark.parametrize("T,t,alpha,B,F,e", [(8192, 8, 2e-6, 300e9, 312e12, 2), (2048, 2, 0.0, 1e11, 1e14, 2), (64, 4, 1e-5, 5e10, 1e15, 4)])
+def test_tp_times_and_crossover_by_hand(T, t, alpha, B, F, e):
+    h = 2048
+    comm, comp = P.tp_comm_compute_times(T, h, t, alpha, B, F, e)
+    assert comm == pytest.approx(4 * (2 * (t - 1) * alpha + 2 * (t - 1) / t * T * h * e / B))
+    assert comp == pytest.approx(72 * h * h * T / (t * F))
+    hs = P.tp_crossover_hidden(T, t, alpha, B, F, e)
+    # at h*, compute = comm (continuous h): check the defining equation directly
+    lhs = 72 * hs * hs * T / (t * F)
+    rhs = 4 * (2 * (t - 1) * alpha + 2 * (t - 1) / t * T * hs * e / B)
+    assert lhs == pytest.approx(rhs)
+    if alpha == 0:
+        assert hs == pytest.approx((t - 1) * e * F / (9 * B))
+    assert P.tp_comm_compute_times(T, h, 1, alpha, B, F, e)[0] == 0.0
+    with pytest.raises(ValueError):
+        P.tp_crossover_hidden(T, 1, alpha, B, F, e)
+
+
+def test_pp_times_and_crossover_by_hand():
+    h, l, alpha, B, F, e = 4096, 4, 5e-6, 25e9, 312e12, 2
+    comm, comp = P.pp_comm_compute_times(1024, h, l, alpha, B, F, e)
+    assert comm == pytest.approx(2 * (alpha + 1024 * h * e / B))
+    assert comp == pytest.approx(72 * h * h * l * 1024 / F)
+    Ts = P.pp_crossover_tokens(h, l, alpha, B, F, e)
+    assert Ts == pytest.approx(2 * alpha / (72 * h * h * l / F - 2 * h * e / B))
+    assert Ts < 1                                   # a 4-layer stage of h = 4096 hides its traffic at any size
+    h, l, alpha = 1024, 1, 2e-5                     # one narrow layer per stage, a slower link: T* ~ 500 tokens
+    Ts = P.pp_crossover_tokens(h, l, alpha, B, F, e)
+    assert 100 < Ts < 5000
+    c, k = P.pp_comm_compute_times(int(Ts) + 1, h, l, alpha, B, F, e)
+    assert k >= c                                   # above T*, compute hides the traffic
+    c, k = P.pp_comm_compute_times(int(Ts) - 1, h, l, alpha, B, F, e)
+    assert k < c
+    # a narrow, one-layer stage on a slow link: bandwidth alone outruns compute
+    assert P.pp_crossover_tokens(64, 1, alpha, 1e9, 1e15, 2) == math.inf
