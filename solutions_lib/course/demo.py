@@ -105,7 +105,7 @@ def release(root: Path, names: list[str] | None = None, verbose: bool = False) -
         t = time.time()
         nbgrader("generate_assignment", a, "--force", root=root)
         if verbose:
-            say(f"release     {a:<40} {time.time() - t:5.1f} s")
+            say(f"{'release':<12} {a:<36} {time.time() - t:5.1f} s")
     return names
 
 
@@ -222,13 +222,14 @@ class _Progress:
         dt = time.time() - self.t
         if status == "graded" and self.s == "s01_solved":
             self.times[f"{self.a}/{self.nb}"] = dt
-        say(f"{self.s:<12} {self.a + '/' + self.nb:<40} {dt:5.1f} s  {status}")
+        say(f"{self.s:<12} {self.a + '/' + self.nb:<36} {dt:5.1f} s  {status}")
         self.nb = None
 
 
 def _why(run: parallel.StudentRun) -> str:
     """'DeadKernelError: Kernel died' from nbgrader's log (module path dropped), or the status."""
-    return re.sub(r"^(?:\w+\.)+(?=\w+:)", "", run.reason or run.status)[:40]
+    why = re.sub(r"^(?:\w+\.)+(?=\w+:)", "", run.reason or run.status)
+    return why.split(":")[0][:24]  # the error's name: the table's "Not graded" says more
 
 
 def _grade(root: Path, a: str, s: str, extra: tuple[str, ...], env: dict, times: dict) -> parallel.StudentRun:
@@ -262,7 +263,7 @@ def grade_all(root: Path, names: dict[str, tuple[str, ...] | None], workers: int
         cached = (cache_dir() / f"{fingerprint(src)}.json").is_file()
         t = time.time()
         trusted_records(src, timeout=CELL_TIMEOUT_S)
-        say(f"{'trusted run':<12} {a + '/' + n:<40} {time.time() - t:5.1f} s  "
+        say(f"{'trusted run':<12} {a + '/' + n:<36} {time.time() - t:5.1f} s  "
             + ("cached" if cached else "ran, now cached"))
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -288,12 +289,12 @@ def finish(root: Path, names: list[str], workers: int) -> None:
     def feedback(a: str) -> None:
         t = time.time()
         nbgrader("generate_feedback", a, "--force", root=root, check=False)
-        say(f"{'feedback':<12} {a:<40} {time.time() - t:5.1f} s")
+        say(f"{'feedback':<12} {a:<36} {time.time() - t:5.1f} s")
 
     def export() -> None:
         t = time.time()
         nbgrader("export", root=root)
-        say(f"{'export':<12} {'grades.csv':<40} {time.time() - t:5.1f} s")
+        say(f"{'export':<12} {'grades.csv':<36} {time.time() - t:5.1f} s")
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for f in [pool.submit(export)] + [pool.submit(feedback, a) for a in names]:
@@ -400,9 +401,7 @@ def main(root: Path | None = None, all_assignments: bool = False, workers: int |
     release(root, list(names), verbose=True)
     for a, only in names.items():
         make_submissions(root, a, only)
-    failed = grade_all(root, names, workers, order)
-    if failed:
-        say(f"re-graded notebook by notebook after a failed run: {', '.join(failed)}")
+    grade_all(root, names, workers, order)  # a failed run: FAILED, then its other notebooks "(alone)"
     finish(root, list(names), workers)
     rep = write_report(root, students=list(STUDENTS), assignments=list(names))
     say("grade report written")
