@@ -11,7 +11,7 @@ released `theory.ipynb` in a folder of their own, with every answer filled in bu
    notebook passes all the tests."; the file saved on disk holds exactly the typed solution.
 
 The instructor opens the Formgrader from JupyterLab's command palette in the course root and
-sees the assignment listed.
+sees the assignment listed, with no warning banner (e.g. a missing exchange directory).
 
 Both JupyterLab servers run in isolated homes (see browser_support). Screenshots of every step
 land in $TAS_ARTIFACTS/browser/ (default <repo>/artifacts/browser/). Without Chromium or
@@ -272,6 +272,10 @@ def test_instructor_sees_assignment_in_formgrader(instructor_lab, page, shots):
     shots(page, "formgrader")
     assert frame.locator("body").filter(has_text="Manage Assignments").count() >= 1, _report(
         shots, "the formgrader page is not the assignment list")
+    # The course's default configuration opens it without warnings: a course-local exchange
+    # (<root>/exchange, config.course_exchange) instead of nbgrader's missing default.
+    banners = frame.locator(".alert-warning, #warning-exchange, #warning-course-id")
+    assert banners.count() == 0, _report(shots, "formgrader warns: " + " | ".join(banners.all_inner_texts()))
     status = lab.get_json("/formgrader/api/assignments")
     names = [a["name"] for a in status]
     assert ASSIGNMENT in names, _report(shots, f"formgrader API lists {names}")
