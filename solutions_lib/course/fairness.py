@@ -166,8 +166,11 @@ def sweep(a: str, kind: str = "warnings", root: Path | None = None, out=print,
 
 
 def main(assignments: list[str] | None = None, kinds: tuple[str, ...] = ("warnings", "cascades"), out=print) -> bool:
+    import warnings
+
     from .paths import assignments as all_assignments, course_root
 
+    warnings.filterwarnings("ignore", message=".*not in session.*")   # nbgrader's SQLAlchemy noise
     names = list(assignments or all_assignments(course_root()))
     problems = []
     for kind in kinds:
