@@ -39,12 +39,6 @@ RECORD_MAX_VALUES = 8192
 _IMPORT_PID = os.getpid()
 
 
-def trusted_run() -> bool:
-    """True in the grader's trusted run of the instructor's solution (course/trusted.py): its
-    records carry the expected values that the grader compares students' values with."""
-    return os.environ.get("TAS_TRUSTED_RUN") == "1"
-
-
 def _record_values(arr: np.ndarray):
     """(values, sampled): `arr` as a flat list, or a strided sample when it is large."""
     flat = np.asarray(arr, dtype=np.float64).ravel()
