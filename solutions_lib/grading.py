@@ -4,17 +4,19 @@ and guards that make sure a build-it answer is the student's own work.
 Every check raises `GradingError` (an AssertionError) whose message says what was checked,
 what was expected, what came back, and, where given, a hint about the usual mistake.
 
-Against a submission that tampers with the kernel it runs in (docs/THREAT_MODEL.md):
-- values are read through the base types' own slots before they are compared (`plain`,
-  `as_float_array`): a student object or subclass whose `__eq__`, `__float__`, `__int__` or
-  `__iter__` lies is compared by what it holds, not by what it says;
-- while `nbgrader autograde` runs (NBGRADER_EXECUTION=autograde), every check that passes
-  leaves a *check record* in the cell's outputs (MIME type `RECORD_MIME`: what was checked,
-  the values when they are small, the tolerance). The grader process, outside the kernel,
-  recomputes each comparison and fails a test cell whose checks left no record or a record
-  that does not hold (`solutions_lib.course.integrity`): a test cell that was emptied,
-  skipped, whose helpers were replaced by no-ops or whose numpy was patched scores zero and
-  is flagged for review.
+Against a submission that tampers with the kernel it runs in (docs/THREAT_MODEL.md,
+docs/GRADING.md):
+- values are read through the base types only (`plain`, `as_float_array`): no method of a
+  student object runs while a check reads it, and a subclass whose `__eq__` or `__float__`
+  lies is compared by what it holds;
+- while `nbgrader autograde` runs (NBGRADER_EXECUTION=autograde) every check leaves a *check
+  record* in the cell's outputs (MIME type `RECORD_MIME`: what was checked and the value the
+  student's code returned; the expected value when the kernel has one). At grading time the
+  references are `Withheld` stand-ins (solutions_lib.withheld): a check against one records
+  the value without deciding. The grader (solutions_lib.course.integrity) decides every test
+  cell outside the kernel, against a trusted run of the instructor's solution;
+- `no_delegation` / `expect_own` make sure a build-it answer does not call, wrap or subclass
+  what it should build, nor run it in a background thread.
 """
 from __future__ import annotations
 
