@@ -75,15 +75,23 @@ def with_warnings(nb) -> nbformat.NotebookNode:
 
 
 def answer_tests(nb) -> dict[str, list[str]]:
-    """answer grade_id -> grade_ids of the test cells that follow it (before the next answer)."""
-    out, current = {}, None
+    """answer grade_id -> grade_ids of the test cells that follow it, before the next answer
+    that comes after a test cell (consecutive answer cells, e.g. a function and its plot, share
+    the test cells after them)."""
+    out: dict[str, list[str]] = {}
+    group: list[str] = []
+    seen_test = False
     for c in nb.cells:
         md = nbs.nbgrader_md(c)
         if c.cell_type == "code" and md.get("solution"):
-            current = md.get("grade_id")
-            out[current] = []
-        elif current and c.cell_type == "code" and md.get("grade") and not md.get("solution"):
-            out[current].append(md.get("grade_id"))
+            if seen_test:
+                group, seen_test = [], False
+            group.append(md.get("grade_id"))
+            out[md.get("grade_id")] = []
+        elif group and c.cell_type == "code" and md.get("grade") and not md.get("solution"):
+            seen_test = True
+            for gid in group:
+                out[gid].append(md.get("grade_id"))
     return out
 
 
