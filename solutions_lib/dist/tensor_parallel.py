@@ -61,20 +61,9 @@ def _divides(what: str, n: int, t: int) -> None:
 
 # ---------------------------------------------------------------- f and g (Megatron) and their SP twins
 
+# f (identity forward, all-reduce backward) is the one the 04 MLP demo already uses
+from ..parallel import _CopyToTP  # noqa: E402
 
-class _CopyToTP(torch.autograd.Function):
-    """f: identity forward; backward all-reduces the input gradient over the TP group."""
-
-    @staticmethod
-    def forward(ctx, x, group):
-        ctx.group = group
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        grad = grad.contiguous().clone()
-        dist.all_reduce(grad, group=ctx.group)
-        return grad, None
 
 
 class _ReduceFromTP(torch.autograd.Function):
