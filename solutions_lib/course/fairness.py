@@ -155,20 +155,20 @@ def sweep(a: str, kind: str = "warnings", root: Path | None = None, out=print,
                 own = answer_tests(solved[n])
                 for k, cell in enumerate(answer_cells(solved[n])):
                     gid = nbs.nbgrader_md(cell)["grade_id"]
-                    sub = {m: nbformat.from_dict(json.loads(json.dumps(nb))) for m, nb in solved.items()}
+                    # Each notebook runs in its own kernel, so a blank answer can only cost points
+                    # in its own notebook: the submission holds that notebook alone.
+                    sub = nbformat.from_dict(json.loads(json.dumps(solved[n])))
                     blank = next(c for c in release[n].cells if nbs.nbgrader_md(c).get("grade_id") == gid)
-                    answer_cells(sub[n])[k].source = blank.source
+                    answer_cells(sub)[k].source = blank.source
                     student = f"blank-{n.removesuffix('.ipynb')}-{k}"
-                    course.submit(student, a, sub)
+                    course.submit(student, a, {n: sub})
                     course.autograde(a, student)
                     r.graded += 1
-                    got = _points(course, a, student)
-                    for m, cells in r.baseline.items():
-                        for tid, pts in cells.items():
-                            mine = m == n and tid in own.get(gid, [])
-                            if not mine and (got.get(m, {}).get(tid) or 0) < (pts or 0):
-                                r.problems.append(f"{a}: blanking {n}:{gid} costs {m}:{tid} "
-                                                  f"({pts:g} -> {got.get(m, {}).get(tid)})")
+                    got = _points(course, a, student).get(n, {})
+                    for tid, pts in r.baseline.get(n, {}).items():
+                        if tid not in own.get(gid, []) and (got.get(tid) or 0) < (pts or 0):
+                            r.problems.append(f"{a}: blanking {n}:{gid} costs {n}:{tid} "
+                                              f"({pts:g} -> {got.get(tid)})")
                     out(f"  {a} {n} {gid}: {sum(1 for p in r.problems if f'{n}:{gid} ' in p)} cascaded cell(s)")
     return r
 
