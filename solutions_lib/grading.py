@@ -312,6 +312,24 @@ def expect_raises(fn, exc_type, what: str, hint: str = "") -> None:
     raise GradingError(f"{what}: expected {exc_type.__name__}, but it returned {result!r:.80}. {hint}".rstrip())
 
 
+def expect_accepts(fn, what: str, hint: str = "") -> None:
+    """Check that `fn()` returns, without raising, on a valid input (its value is not graded).
+
+    A validation cell holds one of these next to its `expect_raises` checks, so that an
+    answer which raises `ValueError` on every input (no formula at all) scores nothing there,
+    while a wrong formula with correct argument checks still earns the validation point.
+    """
+    try:
+        result = fn()
+    except Exception as e:  # noqa: BLE001
+        raise GradingError(f"{what}: this input is valid, but your code raised {type(e).__name__}: {e}. "
+                           f"Raise only for the invalid inputs. {hint}".rstrip()) from None
+    if is_withheld(result):
+        raise GradingError(f"{what}: your code returned a value of the course's reference implementation, "
+                           "which is withheld at grading time. Compute it yourself.")
+    _publish_record("accepts", what)
+
+
 # ---------------------------------------------------------------- anti-delegation
 
 

@@ -30,6 +30,8 @@ _ok, _why = sandbox_available()
 
 RING = ("def ring_time(n, nbytes, alpha, bandwidth):\n"
         "    ### BEGIN SOLUTION\n"
+        "    if n < 1:\n"
+        "        raise ValueError(f'n must be >= 1, got {n}')\n"
         "    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / bandwidth\n"
         "    ### END SOLUTION")
 RING_TESTS = ("import numpy as np\n"
@@ -44,6 +46,9 @@ RING_TESTS = ("import numpy as np\n"
               "for c, e in zip(cases, expected):\n"
               "    expect_close(ring_time(*c), e, f'ring_time{c}', rtol=1e-9)\n"
               "### END HIDDEN TESTS")
+RING_VALIDATION = ("from solutions_lib.grading import expect_accepts, expect_raises\n"
+                   "expect_raises(lambda: ring_time(0, 1e6, 0.0, 1e9), ValueError, 'ring_time with n = 0')\n"
+                   "expect_accepts(lambda: ring_time(1, 1e6, 0.0, 1e9), 'ring_time with n = 1')")
 SOFTMAX = ("import numpy as np\n\n"
            "def softmax_rows(x):\n"
            "    ### BEGIN SOLUTION\n"
@@ -68,6 +73,7 @@ def contract_notebook() -> nbformat.NotebookNode:
         nbs.markdown("# Contract", locked=True),
         nbs.answer("ring", RING),
         nbs.tests("ring_tests", RING_TESTS, 2, ["TH-09"]),
+        nbs.tests("ring_validation", RING_VALIDATION, 1, ["TH-09"]),
         nbs.answer("softmax", SOFTMAX),
         nbs.tests("softmax_tests", SOFTMAX_TESTS, 2, ["TSX-09"]),
     ]))
@@ -76,44 +82,46 @@ def contract_notebook() -> nbformat.NotebookNode:
 WRONG_RING = "\ndef ring_time(n, nbytes, alpha, bandwidth):\n    return (n - 1) * alpha + nbytes / bandwidth\n"
 
 # student -> (code put before the ring answer, code after it, code after the softmax answer,
-#             expected (ring points, softmax points), flagged test cells)
+#             expected (ring points, softmax points, ring validation points), flagged test cells)
 CLASS = {
-    "good": ("", "", "", (2, 2), set()),
-    "wrong": ("", WRONG_RING, "", (0, 2), set()),
+    "good": ("", "", "", (2, 2, 1), set()),
+    "wrong": ("", WRONG_RING, "", (0, 2, 0), set()),
     # a correct answer that warns on stderr (numpy overflow in a cast, a RuntimeWarning)
     "warns": ("", "\nimport warnings\n_rt = ring_time\ndef ring_time(*a):\n"
               "    warnings.warn('harmless', RuntimeWarning)\n    np.float32(1e300)\n    return _rt(*a)\n"
               "import numpy as np\nimport sys\nprint('note', file=sys.stderr)\n",
               "\n_sm = softmax_rows\ndef softmax_rows(x):\n    import sys\n    print('a warning', file=sys.stderr)\n"
-              "    return _sm(x)\n", (2, 2), set()),
+              "    return _sm(x)\n", (2, 2, 1), set()),
     # class 1: a number displayed into the test cell before it raises (nbgrader's partial credit)
-    "displayhook": ("import sys", WRONG_RING.replace("    return", "    sys.displayhook(2.0)\n    return"), "", (0, 2), set()),
+    "displayhook": ("import sys", WRONG_RING.replace("    return", "    sys.displayhook(2.0)\n    return"), "", (0, 2, 0), set()),
     # class 1: an input transformer that empties every later test cell
     "empties": ("get_ipython().input_transformers_cleanup.append(\n"
-                "    lambda lines: [] if any('expect_' in l for l in lines) else lines)", WRONG_RING, "", (0, 0),
-                {"ring_tests", "softmax_tests"}),
+                "    lambda lines: [] if any('expect_' in l for l in lines) else lines)", WRONG_RING, "", (0, 0, 0),
+                {"ring_tests", "ring_validation", "softmax_tests"}),
     # class 2: the check replaced through an indirection, publishing a record that says "passed"
     "forger": ("import sys, solutions_lib.grading\n"
                "from IPython.display import publish_display_data as _pub\n"
                "def _fake(got, expected, what, **kw):\n"
                "    _pub({'application/vnd.tas.check+json': {'kind': 'close', 'what': what, 'got': 0.0, 'expected': 0.0,\n"
                "          'shape': [], 'expected_shape': [], 'rtol': 1.0, 'atol': 1.0}})\n"
-               "vars(sys.modules['solutions_lib.grading'])['expect_close'] = _fake", WRONG_RING, "", (0, 0),
+               "vars(sys.modules['solutions_lib.grading'])['expect_close'] = _fake", WRONG_RING, "", (0, 0, 0),
                {"ring_tests", "softmax_tests"}),
     # class 2: an answer object that looks for the expected value in the check's frames
     "frame_reader": ("", "\nimport sys\nclass _Peek:\n    def __float__(self):\n"
                          "        f = sys._getframe(1)\n        while f is not None:\n"
                          "            if 'expected' in f.f_locals: return float(f.f_locals['expected'])\n"
                          "            f = f.f_back\n        return 0.0\n"
-                         "def ring_time(*a):\n    return _Peek()\n", "", (0, 2), set()),
+                         "def ring_time(*a):\n    return _Peek()\n", "", (0, 2, 0), set()),
     # the answer calls the reference it should compute (withheld at grading time)
     "calls_reference": ("", "\nimport solutions_lib.comms as _c\ndef ring_time(*a):\n    return _c.ring_allreduce_time(*a)\n",
-                        "", (0, 2), set()),
+                        "", (0, 2, 0), set()),
     # class 2: the build-it answer delegated to torch from a thread started before the check
     "thread_delegation": ("", "", "\nimport threading, queue, torch\n_q, _r = queue.Queue(), queue.Queue()\n"
                           "def _worker():\n    while True:\n        _r.put(torch.softmax(torch.tensor(_q.get()), dim=1).numpy())\n"
                           "threading.Thread(target=_worker, daemon=True).start()\n"
-                          "def softmax_rows(x):\n    _q.put(np.asarray(x, dtype=float))\n    return _r.get()\n", (2, 0), set()),
+                          "def softmax_rows(x):\n    _q.put(np.asarray(x, dtype=float))\n    return _r.get()\n", (2, 0, 1), set()),
+    # class 1: no formula at all, only `raise ValueError` (would pass every expect_raises)
+    "always_raises": ("", "\ndef ring_time(*a):\n    raise ValueError('not done: no formula yet')\n", "", (0, 2, 0), set()),
 }
 
 
@@ -161,10 +169,11 @@ def test_contract_class_scores_what_it_deserves(tmp_path, monkeypatch, sandbox):
                           cwd=root, capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
-    for student, (_, _, _, (ring, softmax), flagged) in CLASS.items():
+    for student, (_, _, _, (ring, softmax, valid), flagged) in CLASS.items():
         res = read_results(root, A, student)
         got = {c.grade_id: c.points for nb in res.notebooks for c in nb.cells}
-        assert (got.get("ring_tests"), got.get("softmax_tests")) == (ring, softmax), (student, got, res)
+        assert (got.get("ring_tests"), got.get("softmax_tests"), got.get("ring_validation")) == (ring, softmax, valid), \
+            (student, got, res)
         graded = nbformat.read(root / "autograded" / student / A / "contract.ipynb", as_version=4)
         marked = {nbs.nbgrader_md(c)["grade_id"] for c in graded.cells if c.metadata.get(METADATA_KEY)}
         assert marked == flagged, (student, marked)
@@ -184,6 +193,8 @@ def test_contract_class_scores_what_it_deserves(tmp_path, monkeypatch, sandbox):
     assert "background thread" in " ".join(msgs["softmax_tests"]), msgs
     msgs = {c.grade_id: c.messages for nb in read_results(root, A, "wrong").notebooks for c in nb.cells}
     assert "expected" in " ".join(msgs["ring_tests"]) and "got" in " ".join(msgs["ring_tests"]), msgs
+    msgs = {c.grade_id: c.messages for nb in read_results(root, A, "always_raises").notebooks for c in nb.cells}
+    assert "this input is valid" in " ".join(msgs["ring_validation"]), msgs
 
 
 # ---------------------------------------------------------------- the rule, unit by unit

@@ -46,7 +46,7 @@ from .trusted import records_of, trusted_records
 #: Cell metadata key holding the problem found in a test cell (read by report.py).
 METADATA_KEY = "tas_integrity"
 CHECK_CALL = re.compile(r"\b(expect_\w+|no_delegation|launch_graded)\s*\(")
-CLAIMS = ("true", "raises", "own_work", "ranks")
+CLAIMS = ("true", "raises", "accepts", "own_work", "ranks")
 
 
 def records(cell) -> list[dict]:
