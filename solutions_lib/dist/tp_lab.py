@@ -37,7 +37,7 @@ from ..models import Block
 from . import tensor_parallel as _tp
 
 __all__ = ["STANDINS", "upstream", "block_case", "linear_case", "one_process", "head_major_qkv",
-           "qkv_from_shards", "causal_mask", "saved_bytes", "by_kind", "REPLICATED"]
+           "qkv_from_shards", "causal_mask", "saved_bytes", "by_kind", "cat_shards", "layernorm_saved_bytes", "REPLICATED"]
 
 causal_mask = _tp.causal_mask
 
@@ -257,3 +257,55 @@ def by_kind(counter) -> dict[str, tuple[int, int]]:
         c, b = out.get(kind, (0, 0))
         out[kind] = (c + int(counter.calls[op]), b + int(counter.bytes[op]))
     return {k: v for k, v in sorted(out.items()) if v[0]}
+
+
+def cat_shards(parts, dim: int, what: str, qkv: bool = False) -> torch.Tensor:
+    """The ranks' shards of one tensor put back together (`torch.cat` along `dim`, or the
+    [Q_r; K_r; V_r] layout of `qkv_from_shards`); a missing shard (None, e.g. a gradient that
+    never arrived) or mismatched shapes fail with a GradingError that names `what`."""
+    from ..grading import GradingError
+
+    if any(p is None for p in parts):
+        ranks = [r for r, p in enumerate(parts) if p is None]
+        raise GradingError(f"{what}: ranks {ranks} returned None (a parameter without a gradient? "
+                           "check that the layer's tensors are nn.Parameters used in the forward).")
+    try:
+        return qkv_from_shards(parts) if qkv else torch.cat([p.detach() for p in parts], dim=dim)
+    except RuntimeError as e:
+        raise GradingError(f"{what}: the ranks' shards do not fit together (shapes "
+                           f"{[tuple(p.shape) for p in parts]}): {e}") from None
+
+
+class _Probe(nn.Module):
+    """Runs `inner` with saved-tensor hooks that add the bytes of the distinct storages autograd
+    saves (the inner module's parameters left out) to `sink`."""
+
+    def __init__(self, inner: nn.Module, sink: dict):
+        super().__init__()
+        self.inner, self.sink = inner, sink
+
+    def forward(self, x):
+        skip = {p.untyped_storage().data_ptr() for p in self.inner.parameters()}
+
+        def pack(t):
+            st = t.untyped_storage()
+            if st.data_ptr() not in skip:
+                self.sink[st.data_ptr()] = st.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            return self.inner(x)
+
+
+def layernorm_saved_bytes(tp_block, x, mask) -> int:
+    """Run `tp_block(x, mask)` once and return the bytes its two LayerNorms (`ln1`, `ln2`, the
+    region sequence parallelism shards) save for the backward pass on this rank: their inputs and
+    per-token statistics. The block's LayerNorms are restored afterwards."""
+    sink: dict = {}
+    ln1, ln2 = tp_block.ln1, tp_block.ln2
+    try:
+        tp_block.ln1, tp_block.ln2 = _Probe(ln1, sink), _Probe(ln2, sink)
+        tp_block(x, mask)
+    finally:
+        tp_block.ln1, tp_block.ln2 = ln1, ln2
+    return int(sum(sink.values()))
