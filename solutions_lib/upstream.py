@@ -70,7 +70,39 @@ def two_batch_noise_scale(sq_norms_small, sq_norms_big, b_small, b_big):
     return g2, trace, trace / g2
 
 
-ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale)
+def reduce_scatter_time(n, nbytes, alpha, bandwidth):
+    """Ring reduce-scatter (05): (n-1) alpha + (n-1)/n * nbytes / bandwidth seconds."""
+    return (n - 1) * alpha + (n - 1) / n * nbytes / bandwidth
+
+
+def all_gather_time(n, nbytes, alpha, bandwidth):
+    """Ring all-gather of an nbytes output (05): the same cost as the reduce-scatter."""
+    return (n - 1) * alpha + (n - 1) / n * nbytes / bandwidth
+
+
+def ring_allreduce_time(n, nbytes, alpha, bandwidth):
+    """Ring all-reduce (05): 2(n-1) alpha + 2 (n-1)/n * nbytes / bandwidth seconds."""
+    return reduce_scatter_time(n, nbytes, alpha, bandwidth) + all_gather_time(n, nbytes, alpha, bandwidth)
+
+
+def fit_alpha_beta(sizes_bytes, seconds):
+    """(alpha, bandwidth) minimising sum(((alpha + S b - t) / t)^2), alpha >= 0 (05, C2)."""
+    import numpy as np
+
+    S = np.asarray(sizes_bytes, dtype=np.float64).ravel()
+    t = np.asarray(seconds, dtype=np.float64).ravel()
+    A = np.stack([np.ones_like(S), S], axis=1) / t[:, None]
+    (alpha, slope), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)
+    if alpha < 0:
+        x = S / t
+        alpha, slope = 0.0, float(x.sum() / (x @ x))
+    if slope <= 0:
+        raise ValueError("the times do not grow with the size")
+    return float(alpha), float(1.0 / slope)
+
+
+ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale,
+           reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta)
 
 
 def forbidden_except(*allowed) -> tuple:

@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from solutions_lib import batch_scaling as B
+from solutions_lib import comms as C
 from solutions_lib import schedules as S
 from solutions_lib import upstream as U
 
@@ -32,6 +33,21 @@ def test_upstream_equals_the_references():
         g2, tr, bs = U.two_batch_noise_scale(small, big, 8, 512)
         assert np.allclose((g2, tr), B.noise_scale_components(small, big, 8, 512), rtol=1e-12)
         assert math.isclose(bs, B.gradient_noise_scale(small, big, 8, 512), rel_tol=1e-12)
+
+
+def test_comms_upstream_equals_the_references():
+    rng = np.random.default_rng(16)
+    for _ in range(300):
+        args = (int(rng.integers(1, 5000)), float(10 ** rng.uniform(0, 10)), float(10 ** rng.uniform(-7, -3)),
+                float(10 ** rng.uniform(8, 12)))
+        for name in ("reduce_scatter_time", "all_gather_time", "ring_allreduce_time"):
+            assert math.isclose(getattr(U, name)(*args), getattr(C, name)(*args), rel_tol=1e-12), name
+    S = np.array([2.0 ** k for k in range(10, 27)])
+    for _ in range(50):
+        t = (float(10 ** rng.uniform(-6, -3)) + S / float(10 ** rng.uniform(8, 11))) * np.exp(rng.normal(0, 0.1, S.size))
+        assert np.allclose(U.fit_alpha_beta(S, t), C.fit_alpha_beta(S, t), rtol=1e-12)
+    clamp = S / 1e9 * np.linspace(0.7, 1.0, S.size)        # the free optimum has alpha < 0
+    assert U.fit_alpha_beta(S, clamp)[0] == 0.0 and np.allclose(U.fit_alpha_beta(S, clamp), C.fit_alpha_beta(S, clamp))
 
 
 def test_swapped_binds_and_restores():
