@@ -200,6 +200,31 @@ def close_failure(g: np.ndarray, e: np.ndarray, what: str, *, rtol: float, atol:
             f"expected {_fmt(e[idx])}{u}, got {_fmt(g[idx])}{u}.{tip}")
 
 
+def between_failure(g: np.ndarray, lo, hi, what: str, *, unit: str = "", hint: str = "") -> str | None:
+    """None when lo <= g <= hi everywhere (a bound of None is open) and g is finite; else the
+    message a student can act on. Used by `expect_between` in the kernel and by the grader."""
+    u = f" {unit}" if unit else ""
+    tip = f" {hint}" if hint else ""
+    if g.size == 0:
+        return f"{what}: got an empty value.{tip}"
+    if not np.all(np.isfinite(g)):
+        return f"{what}: got a non-finite value ({_fmt(g)}).{tip}"
+    bad = np.zeros(g.shape, dtype=bool)
+    if lo is not None:
+        bad |= g < float(lo)
+    if hi is not None:
+        bad |= g > float(hi)
+    if not np.any(bad):
+        return None
+    span = (f"between {_fmt(lo)} and {_fmt(hi)}{u}" if lo is not None and hi is not None else
+            f"at least {_fmt(lo)}{u}" if lo is not None else f"at most {_fmt(hi)}{u}")
+    if g.ndim == 0:
+        return f"{what}: expected a value {span}, got {_fmt(g)}{u}.{tip}"
+    idx = np.unravel_index(int(np.argmax(bad)), g.shape)
+    return (f"{what}: {int(bad.sum())} of {g.size} entries are not {span}; at index "
+            f"{tuple(int(i) for i in idx)} got {_fmt(g[idx])}{u}.{tip}")
+
+
 def _calls(expected):
     """For a measured check against withheld values: the reference calls (plain data) that the
     grader redoes outside the kernel on the inputs measured here; None when not all are known."""
@@ -277,6 +302,27 @@ def expect_equal(got, expected, what: str, hint: str = "") -> None:
         tip = f" {hint}" if hint else ""
         raise GradingError(f"{what}: expected {expected!r}, got {got!r}.{tip}")
     _publish_record("equal", what, got=_jsonable(g), expected=_jsonable(e), hint=str(hint))
+
+
+def expect_between(got, lo, hi, what: str, *, unit: str = "", hint: str = "", measured: bool = False) -> None:
+    """Check that every entry of `got` is finite and lies in [lo, hi] (None: that side open).
+
+    The predicate form of a check (docs/GRADING.md rule 4): the record carries the value, and
+    the grader evaluates the predicate itself with the trusted run's bounds (`measured=True`:
+    bounds measured in this kernel, e.g. a multiple of a timing, are taken from the kernel).
+    """
+    g = as_float_array(got, what)
+    base = dict(unit=str(unit), hint=str(hint), measured=bool(measured), shape=list(g.shape))
+    vals, sampled = _record_values(g)
+    if contains_withheld(lo) or contains_withheld(hi):
+        _only_in_the_kernel(what)
+        _publish_record("between", what, got=vals, sampled=sampled, withheld=True, **base)
+        return
+    lo_, hi_ = (None if b is None else float(np.asarray(plain(b), dtype=np.float64)) for b in (lo, hi))
+    problem = between_failure(g, lo_, hi_, what, unit=unit, hint=hint)
+    if problem:
+        raise GradingError(problem)
+    _publish_record("between", what, got=vals, sampled=sampled, lo=lo_, hi=hi_, **base)
 
 
 def _short_repr(x) -> str:

@@ -253,3 +253,35 @@ def test_verify_equal_and_claims():
     assert verify({"kind": "equal", "what": "n", "got": True, "withheld": True},
                   {"kind": "equal", "what": "n", "expected": 1})[0]   # True is not 1
     assert verify({"kind": "own_work", "what": "x"}, {"kind": "own_work", "what": "x"}) == (None, False)
+
+
+def test_verify_between_uses_the_trusted_bounds():
+    """expect_between is a predicate the grader evaluates itself (rule 4): the trusted run's
+    bounds decide, a value outside them fails even when the kernel's record says it passed."""
+    t = {"kind": "between", "what": "ratio", "lo": 4.0, "hi": None, "unit": "", "hint": "", "measured": False}
+    assert verify({"kind": "between", "what": "ratio", "got": 6.0, "shape": [], "lo": 4.0, "hi": None}, t) == (None, False)
+    # the kernel's record forged its own bound (lo = 0): the trusted bound decides, and it is flagged
+    problem, tampering = verify({"kind": "between", "what": "ratio", "got": 2.0, "shape": [], "lo": 0.0, "hi": None}, t)
+    assert "at least 4" in problem and tampering
+    # withheld bounds in the kernel: decided here, an ordinary failure
+    problem, tampering = verify({"kind": "between", "what": "ratio", "got": [1.0, 9.0], "shape": [2], "withheld": True}, t)
+    assert "1 of 2 entries" in problem and not tampering
+    assert "non-finite" in verify({"kind": "between", "what": "ratio", "got": float("nan"), "shape": [], "withheld": True}, t)[0]
+    # measured bounds (from this kernel's own measurement) come from the kernel
+    tm = dict(t, measured=True)
+    assert verify({"kind": "between", "what": "ratio", "got": 2.0, "shape": [], "lo": 1.0, "hi": 3.0}, tm) == (None, False)
+    assert verify({"kind": "between", "what": "ratio", "got": 2.0, "shape": [], "withheld": True}, tm)[1]
+
+
+def test_expect_between_and_accepts_in_the_kernel():
+    from solutions_lib.grading import GradingError, expect_accepts, expect_between
+
+    expect_between([0.5, 1.0], 0, 1, "p")
+    expect_between(7.0, 4, None, "ratio")
+    with pytest.raises(GradingError, match="between 0 and 1"):
+        expect_between([0.5, 1.5], 0, 1, "p")
+    with pytest.raises(GradingError, match="non-finite"):
+        expect_between(float("inf"), None, None, "x")
+    expect_accepts(lambda: 3.0, "valid input")
+    with pytest.raises(GradingError, match="this input is valid, but your code raised ValueError"):
+        expect_accepts(lambda: (_ for _ in ()).throw(ValueError("nope")), "valid input")

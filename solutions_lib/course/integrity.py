@@ -17,8 +17,9 @@ whose value the grader verifies itself.**
 - *Values*: a record carries what the student's code returned; the grader compares it with
   the trusted run's expected value, tolerance, unit and hint (the kernel's own expected
   value, if any, is ignored; at grading time the references are withheld from the kernel, so
-  it has none). Checks that are claims (`expect_true`, `expect_raises`, the own-work guards,
-  the ranks of a distributed check) count when they ran; their limits are in
+  it has none). A range predicate (`expect_between`) is evaluated here with the trusted run's
+  bounds. Checks that are claims (`expect_true`, `expect_raises`, `expect_accepts`, the
+  own-work guards, the ranks of a distributed check) count when they ran; their limits are in
   docs/THREAT_MODEL.md.
 - *Output kinds* neither award nor cost points: in test cells, stderr becomes an ordinary
   stream (a harmless warning costs nothing), `execute_result` becomes display data (no
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 from nbformat.v4 import new_output
 
-from ..grading import RECORD_MIME, close_failure, same_value
+from ..grading import RECORD_MIME, between_failure, close_failure, same_value
 from .trusted import records_of, trusted_records
 
 #: Cell metadata key holding the problem found in a test cell (read by report.py).
@@ -148,6 +149,17 @@ def verify(student: dict, trusted: dict) -> tuple[str | None, bool]:
         shown = student.get("got_repr") or repr(g)[:200]
         problem = f"{what}: expected {e!r:.200}, got {shown}." + (f" {hint}" if hint else "")
         return problem, not student.get("withheld")
+    if kind == "between":
+        source = student if trusted.get("measured") else trusted
+        if trusted.get("measured") and student.get("withheld"):
+            return f"{what}: the bounds of a measured check were not recorded", True
+        g = _array(student.get("got"), student.get("shape", []))
+        if g is None:
+            return f"{what}: the value your code returned could not be read", True
+        lo, hi = source.get("lo"), source.get("hi")
+        problem = between_failure(g, lo, hi, what, unit=str(trusted.get("unit", "")), hint=str(trusted.get("hint", "")))
+        # the kernel decided with bounds it knew and let the value pass: a forged pass
+        return problem, bool(problem) and not student.get("withheld")
     if kind in CLAIMS:
         return None, False
     return f"{what}: a check of unknown kind {kind!r}", True
