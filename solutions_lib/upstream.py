@@ -101,8 +101,43 @@ def fit_alpha_beta(sizes_bytes, seconds):
     return float(alpha), float(1.0 / slope)
 
 
+def bucket_plan(sizes_bytes, cap_bytes):
+    """DDP's bucket rule (10, exercises 1): close a bucket once its bytes reach the cap."""
+    if isinstance(cap_bytes, bool) or not isinstance(cap_bytes, (int, float)) or not math.isfinite(cap_bytes) \
+            or cap_bytes <= 0:
+        raise ValueError(f"cap_bytes must be a number > 0, got {cap_bytes!r}")
+    buckets, current, filled = [], [], 0
+    for i, s in enumerate(sizes_bytes):
+        current.append(i)
+        filled += s
+        if filled >= cap_bytes:
+            buckets.append(current)
+            current, filled = [], 0
+    return buckets + ([current] if current else [])
+
+
+def minhash_signature(shingle_set, num_perm=128, seed=0):
+    """MinHash of a set of shingles (08): per permutation, min of (a x + b) mod (2^31 - 1) over md5 hashes."""
+    import hashlib
+
+    import numpy as np
+
+    p = (1 << 31) - 1
+    g = np.random.default_rng(seed)
+    a = g.integers(1, p, size=num_perm, dtype=np.int64)
+    b = g.integers(0, p, size=num_perm, dtype=np.int64)
+    x = np.array([int(hashlib.md5(" ".join(s).encode()).hexdigest(), 16) % p for s in shingle_set], dtype=np.int64)
+    return ((a[:, None] * x[None, :] + b[:, None]) % p).min(axis=1)
+
+
+def young_interval(checkpoint_cost, mtbf):
+    """Young's checkpoint interval sqrt(2 C M) (08)."""
+    return math.sqrt(2 * checkpoint_cost * mtbf)
+
+
 ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale,
-           reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta)
+           reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta, bucket_plan,
+           minhash_signature, young_interval)
 
 
 def forbidden_except(*allowed) -> tuple:
@@ -125,3 +160,28 @@ def swapped(namespace: dict, **replacements):
                 namespace.pop(k, None)
             else:
                 namespace[k] = v
+
+
+def swap_for_cell(namespace: dict, **replacements) -> None:
+    """`swapped` for the rest of the running notebook cell: the names are restored when the cell
+    ends, also when it fails (an IPython post_run_cell callback). A test cell calls it first::
+
+        upstream.swap_for_cell(globals(), bucket_plan=upstream.bucket_plan)
+
+    Outside IPython the names stay swapped; use `swapped` there.
+    """
+    ctx = swapped(namespace, **replacements)
+    ctx.__enter__()
+    try:
+        from IPython import get_ipython
+    except ImportError:      # pragma: no cover
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+
+    def restore(*_):
+        ip.events.unregister("post_run_cell", restore)
+        ctx.__exit__(None, None, None)
+
+    ip.events.register("post_run_cell", restore)

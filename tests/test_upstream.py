@@ -62,3 +62,50 @@ def test_swapped_binds_and_restores():
         pass
     assert ns == {"steps_from_fraction": "mine"}
     assert U.forbidden_except(U.wsd) == tuple(f for f in U.ANSWERS if f is not U.wsd)
+
+
+def test_lab_and_data_upstream_equal_the_references():
+    import pytest
+    import torch
+
+    from solutions_lib import checkpointing as K
+    from solutions_lib import data as D
+    from solutions_lib.dist import ddp as R
+
+    rng = np.random.default_rng(17)
+    for _ in range(60):
+        sizes = [int(x) for x in rng.integers(1, 2000, int(rng.integers(0, 20)))]
+        cap = int(rng.integers(1, 5000))
+        assert U.bucket_plan(sizes, cap) == [list(b) for b in R.bucket_plan(sizes, cap)]
+        numels = [max(1, s // 4) for s in sizes]
+        if numels:
+            plan, _ = torch.distributed._compute_bucket_assignment_by_size([torch.zeros(n) for n in numels], [cap])
+            assert U.bucket_plan([4 * n for n in numels], cap) == [list(b) for b in plan]
+    for bad in (0, -1, math.nan, math.inf, True):
+        with pytest.raises(ValueError):
+            U.bucket_plan([4, 4], bad)
+    # 08's MinHash (md5 of the joined shingle): agreement estimates the exact Jaccard similarity
+    words = [f"w{i}" for i in range(300)]
+    for _ in range(10):
+        a = list(rng.choice(words, 80))
+        k = int(rng.integers(0, 80))
+        b = a[:k] + list(rng.choice(words, 80 - k))
+        A, B = D.shingles(" ".join(a), 3), D.shingles(" ".join(b), 3)
+        J = len(A & B) / len(A | B)
+        est = float(np.mean(U.minhash_signature(A, 512, seed=5) == U.minhash_signature(B, 512, seed=5)))
+        assert abs(est - J) < 5 * math.sqrt(max(J * (1 - J), 0.01) / 512)
+        assert np.array_equal(U.minhash_signature(A, 64, seed=1), U.minhash_signature(A, 64, seed=1))
+    for c, m in [(120.0, 3600.0), (5.0, 1e6)]:
+        assert math.isclose(U.young_interval(c, m), K.young_interval(c, m), rel_tol=1e-12)
+
+
+def test_swap_for_cell_restores_when_the_cell_ends_also_on_error():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.user_ns["f"] = "mine"
+    shell.run_cell("from solutions_lib import upstream\nupstream.swap_for_cell(globals(), f='course')\nseen = f")
+    assert shell.user_ns["seen"] == "course" and shell.user_ns["f"] == "mine"
+    shell.run_cell("upstream.swap_for_cell(globals(), f='course', g=1)\nseen = f\nraise KeyError")
+    assert shell.user_ns["seen"] == "course" and shell.user_ns["f"] == "mine" and "g" not in shell.user_ns
+    assert not [cb for cb in shell.events.callbacks["post_run_cell"] if getattr(cb, "__name__", "") == "restore"]
