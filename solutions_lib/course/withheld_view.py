@@ -43,6 +43,9 @@ WITHHELD: dict[str, tuple[str, ...]] = {
     "data": ("corpus_tokens", "epochs", "exact_duplicates", "first_step_detected", "jaccard", "minhash_signature",
              "pack_documents", "pack_sequences", "packing_utilization", "token_budget"),
     # not debugging.clip_grad_norm: the kit's train_small/resume_matches (which 09's answers may use) clip with it
+    "dist.context_parallel": ("merge_partials", "ring_attention"),
+    "dist.mesh": ("average_gradients", "init_mesh", "mesh_coordinates"),
+    "dist.pipeline": ("PipelineStage", "run_1f1b", "run_afab", "schedule_order"),
     "debugging": ("causal_mask_problems", "label_shift_problems", "padding_mask_problems", "run_launch_checklist"),
     "dist.fsdp": ("FSDP",),
     "dist.zero": ("ShardedOptimizer",),
