@@ -208,3 +208,17 @@ def test_tampering_class_scores_what_it_deserves_and_is_flagged(fixture_course):
     assert course.api.generate_feedback(FIXTURE, "good", force=True)["success"]
     html = (root / "feedback" / "good" / FIXTURE / "exercises.html").read_text()
     assert "vnd.tas.check" not in html and "square(-7.5)" not in html
+
+
+def test_a_failed_rank_puts_its_own_error_first():
+    import nbformat
+
+    from solutions_lib.course.integrity import explain_errors
+
+    cell = nbformat.v4.new_code_cell("launch_graded(check, 2)")
+    cell.outputs = [nbformat.v4.new_output("error", ename="LaunchError", evalue=(
+        "rank 1 failed:\nTraceback (most recent call last):\n  File \"x.py\", line 3, in f\n"
+        "    raise NotImplementedError()\nNotImplementedError"), traceback=[])]
+    explain_errors(cell)
+    first = cell.outputs[0]["evalue"].splitlines()[0]
+    assert first.startswith("rank 1 failed with NotImplementedError") and "replace the `raise NotImplementedError()`" in first

@@ -286,6 +286,15 @@ def explain_errors(cell) -> None:
             continue
         hint = EXPLAIN.get(str(o.get("ename", "")))
         evalue = str(o.get("evalue", ""))
+        if o.get("ename") == "LaunchError" and "\n" in evalue.strip():
+            # "rank 0 failed:\n<traceback>": put the rank's own error on the first line
+            lines = [ln for ln in evalue.strip().splitlines() if ln.strip()]
+            last = lines[-1].strip()
+            cause = last.split(":", 1)[0].strip()
+            extra = EXPLAIN.get(cause)
+            first = f"{lines[0].rstrip(':')} with {last[:300]}" + (f" ({extra})" if extra else "")
+            o["evalue"] = first + "\n" + evalue
+            continue
         if hint and hint not in evalue:
             o["evalue"] = f"{evalue} ({hint})" if evalue.strip() else hint
 
