@@ -136,6 +136,34 @@ def test_comm_counter_counts_calls_and_full_buffer_bytes():
     assert after == {} and restored
 
 
+def _count_p2p(rank, world_size):
+    peer = 1 - rank
+    a, b = torch.full((6,), float(rank)), torch.empty(6)        # 24 bytes each
+    with CommCounter() as comm:
+        reqs = [dist.isend(a, peer), dist.irecv(b, peer)]
+        for r in reqs:
+            r.wait()
+        got_isend = float(b[0])
+        ops = [dist.P2POp(dist.isend, a, peer), dist.P2POp(dist.irecv, b, peer)]
+        for r in dist.batch_isend_irecv(ops):
+            r.wait()
+        if rank == 0:
+            dist.send(a, 1)
+        else:
+            dist.recv(b, 0)
+    return comm.summary(), got_isend
+
+
+def test_comm_counter_counts_point_to_point():
+    """isend/irecv and batch_isend_irecv (pipeline and ring-attention code) are counted too,
+    each batched P2POp once, not again through the isend/irecv it calls."""
+    out = launch(_count_p2p, 2)
+    s0, s1 = out[0][0], out[1][0]
+    assert s0 == {"isend": (1, 24), "irecv": (1, 24), "batch_isend_irecv": (1, 48), "send": (1, 24)}
+    assert s1 == {"isend": (1, 24), "irecv": (1, 24), "batch_isend_irecv": (1, 48), "recv": (1, 24)}
+    assert out[0][1] == 1.0 and out[1][1] == 0.0
+
+
 def test_a_rank_stuck_in_start_up_is_retried_once(tmp_path, monkeypatch):
     real_init = dist.init_process_group
     flag = tmp_path / "stuck-once"

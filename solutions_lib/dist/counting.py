@@ -8,7 +8,8 @@ The counter wraps the functions of ``torch.distributed`` (and their home module
 ``distributed_c10d``) for the duration of the block, so code that calls ``dist.all_reduce``
 is counted whatever it names the module. Bytes are those of the full, unsharded buffer the
 operation is defined on, the ``S`` of the cost models: all_reduce and broadcast count their
-tensor, reduce_scatter its input, all_gather its output.
+tensor, reduce_scatter its input, all_gather its output; point-to-point operations (send, recv,
+isend, irecv, batch_isend_irecv) the tensors they move.
 """
 from __future__ import annotations
 
@@ -38,8 +39,13 @@ _SIZED_BY = {
     "all_gather_single": lambda a, k: k.get("output_tensor", a[0] if a else None),
     "all_gather": lambda a, k: k.get("tensor_list", a[0] if a else None),
     "all_to_all_single": lambda a, k: k.get("input", a[1] if len(a) > 1 else None),
+    "all_to_all": lambda a, k: k.get("input_tensor_list", a[1] if len(a) > 1 else None),
     "send": lambda a, k: k.get("tensor", a[0] if a else None),
     "recv": lambda a, k: k.get("tensor", a[0] if a else None),
+    "isend": lambda a, k: k.get("tensor", a[0] if a else None),
+    "irecv": lambda a, k: k.get("tensor", a[0] if a else None),
+    # a list of P2POp: the bytes of every tensor it sends or receives
+    "batch_isend_irecv": lambda a, k: [op.tensor for op in k.get("p2p_op_list", a[0] if a else [])],
     "barrier": lambda a, k: None,
 }
 
