@@ -130,14 +130,40 @@ def minhash_signature(shingle_set, num_perm=128, seed=0):
     return ((a[:, None] * x[None, :] + b[:, None]) % p).min(axis=1)
 
 
+def _attention_benchmark():
+    from .attention import AttentionBenchmark as cls   # kit class, not withheld: 07's C1 answer
+
+    return cls
+
+
 def young_interval(checkpoint_cost, mtbf):
     """Young's checkpoint interval sqrt(2 C M) (08)."""
     return math.sqrt(2 * checkpoint_cost * mtbf)
 
 
+def arithmetic_intensity(m, n, k, bytes_per_element=2):
+    """FLOP per byte of C = A B, A (m x k), B (k x n), ideal traffic (06, A.1): 2mnk / (b (mk + kn + mn))."""
+    return 2.0 * m * n * k / (bytes_per_element * (m * k + k * n + m * n))
+
+
+_CHINCHILLA_FITS = {   # (E, A, B, alpha, beta): Hoffmann et al. 2022 eq. 10; Besiroglu et al. 2024 (Epoch AI)
+    "hoffmann": (1.69, 406.4, 410.7, 0.34, 0.28),
+    "epoch": (1.8172, 482.01, 2085.43, 0.3478, 0.3658),
+}
+
+
+def chinchilla_optimal(compute_flops, fit="hoffmann"):
+    """(N_opt, D_opt) minimising E + A/N^alpha + B/D^beta subject to 6 N D = C, closed form (06, C.3)."""
+    _, A, B, alpha, beta = _CHINCHILLA_FITS[fit]
+    s = alpha + beta
+    g = (alpha * A / (beta * B)) ** (1.0 / s)
+    n = g * (compute_flops / 6.0) ** (beta / s)
+    return n, compute_flops / (6.0 * n)
+
+
 ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale,
            reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta, bucket_plan,
-           minhash_signature, young_interval)
+           minhash_signature, young_interval, arithmetic_intensity, chinchilla_optimal)
 
 
 def forbidden_except(*allowed) -> tuple:
@@ -160,6 +186,12 @@ def swapped(namespace: dict, **replacements):
                 namespace.pop(k, None)
             else:
                 namespace[k] = v
+
+
+def __getattr__(name):
+    if name == "AttentionBenchmark":
+        return _attention_benchmark()
+    raise AttributeError(name)
 
 
 def swap_for_cell(namespace: dict, **replacements) -> None:
