@@ -1,5 +1,6 @@
 """Training data in tokens: budgets, packing short sequences into fixed blocks, packed token
-streams with per-document attention, and deduplication (exact and MinHash near-duplicates).
+streams with per-document attention, deduplication (exact, MinHash near-duplicates, LSH banding),
+heuristic quality filters and n-gram contamination checks.
 
 Units: tokens. A "block" is one row of the batch, `block_size` tokens long.
 
@@ -12,6 +13,10 @@ Sources:
   Packing without Cross-contamination");
 - MinHash: Broder 1997, "On the resemblance and containment of documents": for a random
   permutation pi, P[min pi(A) = min pi(B)] = |A n B| / |A u B| (the Jaccard similarity).
+- LSH banding: Leskovec, Rajaraman & Ullman, "Mining of Massive Datasets", ch. 3.4: b bands of
+  r rows make a pair of Jaccard s a candidate with probability 1 - (1 - s^r)^b;
+- quality filters: Rae et al. 2021 (Gopher, appendix A.1.1), Raffel et al. 2020 (C4, sec. 2.2);
+  contamination by 13-gram overlap: Brown et al. 2020 (GPT-3, appendix C).
 Bad arguments raise ValueError with the reason.
 """
 from __future__ import annotations
@@ -350,3 +355,156 @@ def first_step_detected(val_losses, eval_every, tolerance=0.25):
             return s
         best = min(best, vals[s])
     return None
+
+
+# ---------------------------------------------------------------- locality-sensitive hashing
+
+
+def _signature_matrix(signatures, bands, rows):
+    bands = count("bands", bands)
+    rows = count("rows", rows)
+    sigs = [np.asarray(s) for s in signatures]
+    for k, s in enumerate(sigs):
+        if s.ndim != 1 or s.size != bands * rows:
+            raise ValueError(f"signature {k} must be 1-D of length bands * rows = {bands * rows}, got shape {s.shape}")
+    return sigs, bands, rows
+
+
+def lsh_candidate_pairs(signatures, bands, rows):
+    """Candidate pairs of MinHash LSH banding: the sorted list of pairs (i, j), i < j, whose
+    signatures agree on all `rows` values of at least one of the `bands` bands.
+
+    Each signature (length bands * rows) is cut into `bands` consecutive bands of `rows`
+    values; every band goes into a bucket keyed by (band index, its values); the pairs inside
+    each bucket are the candidates. Work grows with the number of signatures and of candidate
+    pairs, not with all n (n - 1) / 2 pairs (Broder 1997; Leskovec, Rajaraman & Ullman,
+    "Mining of Massive Datasets", ch. 3.4).
+    """
+    sigs, bands, rows = _signature_matrix(signatures, bands, rows)
+    buckets = {}
+    for i, s in enumerate(sigs):
+        for band in range(bands):
+            key = (band, tuple(int(v) for v in s[band * rows:(band + 1) * rows]))
+            buckets.setdefault(key, []).append(i)
+    pairs = set()
+    for members in buckets.values():
+        for a in range(len(members)):
+            for b in range(a + 1, len(members)):
+                pairs.add((members[a], members[b]))
+    return sorted(pairs)
+
+
+def lsh_candidate_probability(s, bands, rows):
+    """Probability that a pair with Jaccard similarity s becomes a candidate under banding:
+    1 - (1 - s^rows)^bands (each band agrees with probability s^rows, bands independently).
+    Works elementwise on arrays."""
+    bands = count("bands", bands)
+    rows = count("rows", rows)
+    s_arr = np.asarray(s, dtype=float)
+    if not np.all((s_arr >= 0) & (s_arr <= 1)):
+        raise ValueError(f"s must lie in [0, 1], got {s!r}")
+    p = 1.0 - (1.0 - s_arr ** rows) ** bands
+    return float(p) if p.ndim == 0 else p
+
+
+def lsh_threshold(bands, rows):
+    """The similarity where the S-curve 1 - (1 - s^r)^b rises steepest, about (1/b)^(1/r)."""
+    return (1.0 / count("bands", bands)) ** (1.0 / count("rows", rows))
+
+
+def choose_bands(num_perm, threshold):
+    """The (bands, rows) with bands * rows = num_perm whose threshold (1/bands)^(1/rows) is
+    closest to `threshold` (ties: the larger number of rows)."""
+    num_perm = count("num_perm", num_perm)
+    fraction("threshold", threshold, open_low=True)
+    best = None
+    for b in range(1, num_perm + 1):
+        if num_perm % b == 0:
+            r = num_perm // b
+            gap = abs(lsh_threshold(b, r) - threshold)
+            if best is None or gap < best[0]:
+                best = (gap, b, r)
+    return best[1], best[2]
+
+
+# ---------------------------------------------------------------- quality filtering
+
+#: the words of the Gopher stop-word rule (Rae et al. 2021, appendix A.1.1)
+STOP_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
+
+#: the rule names of `quality_flags`, in order
+QUALITY_RULES = ("word_count", "mean_word_length", "symbol_ratio", "ellipsis_lines", "alphabetic_words",
+                 "stop_words", "duplicate_lines", "curly_brace")
+
+
+def quality_flags(text):
+    """Heuristic quality rules in the style of Gopher's MassiveWeb filters (Rae et al. 2021,
+    "Scaling Language Models: Methods, Analysis & Insights from Training Gopher", appendix A.1.1)
+    and C4 (Raffel et al. 2020, "Exploring the Limits of Transfer Learning with a Unified
+    Text-to-Text Transformer", section 2.2). Returns {rule: bool}, True where the rule flags the
+    text as low quality.
+
+    words = text.split(); lines = the stripped non-empty lines of text.splitlines(); n = len(words).
+    - word_count: n < 20 or n > 100_000
+    - mean_word_length: n == 0, or the mean of len(w) over words is < 3 or > 10
+    - symbol_ratio: n == 0, or (text.count("#") + text.count("...") + text.count("…")) / n > 0.1
+    - ellipsis_lines: more than 30% of lines end with "..." or "…" (False without lines)
+    - alphabetic_words: n == 0, or fewer than 80% of words contain an alphabetic character
+      (str.isalpha on some character)
+    - stop_words: fewer than 2 words, counted with repeats, are in STOP_WORDS after
+      w.strip(string.punctuation).lower()
+    - duplicate_lines: more than 30% of lines are equal to an earlier line (False without lines)
+    - curly_brace: the text contains "{" or "}" (C4's rule against code)
+    """
+    import string
+
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    words = text.split()
+    n = len(words)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    mean_len = sum(len(w) for w in words) / n if n else 0.0
+    symbols = text.count("#") + text.count("...") + text.count("\u2026")
+    ell = sum(ln.endswith(("...", "\u2026")) for ln in lines) / len(lines) if lines else 0.0
+    alpha = sum(any(c.isalpha() for c in w) for w in words) / n if n else 0.0
+    stops = sum(w.strip(string.punctuation).lower() in STOP_WORDS for w in words)
+    seen, dup = set(), 0
+    for ln in lines:
+        dup += ln in seen
+        seen.add(ln)
+    return {
+        "word_count": n < 20 or n > 100_000,
+        "mean_word_length": n == 0 or not 3 <= mean_len <= 10,
+        "symbol_ratio": n == 0 or symbols / n > 0.1,
+        "ellipsis_lines": ell > 0.3,
+        "alphabetic_words": n == 0 or alpha < 0.8,
+        "stop_words": stops < 2,
+        "duplicate_lines": (dup / len(lines) if lines else 0.0) > 0.3,
+        "curly_brace": "{" in text or "}" in text,
+    }
+
+
+def filter_corpus(texts):
+    """Indices (ascending) of the texts that no rule of `quality_flags` flags."""
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise ValueError("texts must be a sequence of str")
+    return [i for i, t in enumerate(texts) if not any(quality_flags(t).values())]
+
+
+def ngram_overlap(train_text, eval_text, n=13):
+    """Fraction of the distinct word n-grams of `eval_text` (normalised as `normalise_text`)
+    that also occur in `train_text`: GPT-3's contamination test flags an evaluation example
+    that shares any 13-gram with the training data (Brown et al. 2020, appendix C). 0.0 when
+    the eval text has fewer than n words."""
+    n = count("n", n)
+    if not isinstance(train_text, str) or not isinstance(eval_text, str):
+        raise ValueError("train_text and eval_text must be str")
+
+    def grams(t):
+        w = normalise_text(t).split()
+        return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+    ev = grams(eval_text)
+    if not ev:
+        return 0.0
+    return len(ev & grams(train_text)) / len(ev)

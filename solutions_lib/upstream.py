@@ -136,6 +136,26 @@ def _attention_benchmark():
     return cls
 
 
+def quality_flags(text):
+    """08's heuristic quality rules (Gopher/C4 style): {rule: True where the rule flags the text}."""
+    import string
+
+    words = text.split()
+    n = len(words)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    mean_len = sum(len(w) for w in words) / n if n else 0.0
+    symbols = text.count("#") + text.count("...") + text.count("\u2026")
+    ell = sum(ln.endswith(("...", "\u2026")) for ln in lines) / len(lines) if lines else 0.0
+    alpha = sum(any(c.isalpha() for c in w) for w in words) / n if n else 0.0
+    stops = sum(w.strip(string.punctuation).lower() in {"the", "be", "to", "of", "and", "that", "have", "with"}
+                for w in words)
+    dup = len(lines) - len(set(lines))
+    return {"word_count": n < 20 or n > 100_000, "mean_word_length": n == 0 or not 3 <= mean_len <= 10,
+            "symbol_ratio": n == 0 or symbols / n > 0.1, "ellipsis_lines": ell > 0.3,
+            "alphabetic_words": n == 0 or alpha < 0.8, "stop_words": stops < 2,
+            "duplicate_lines": (dup / len(lines) if lines else 0.0) > 0.3, "curly_brace": "{" in text or "}" in text}
+
+
 def young_interval(checkpoint_cost, mtbf):
     """Young's checkpoint interval sqrt(2 C M) (08)."""
     return math.sqrt(2 * checkpoint_cost * mtbf)
@@ -163,7 +183,7 @@ def chinchilla_optimal(compute_flops, fit="hoffmann"):
 
 ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale,
            reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta, bucket_plan,
-           minhash_signature, young_interval, arithmetic_intensity, chinchilla_optimal)
+           minhash_signature, young_interval, arithmetic_intensity, chinchilla_optimal, quality_flags)
 
 
 def forbidden_except(*allowed) -> tuple:

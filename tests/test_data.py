@@ -228,3 +228,123 @@ def test_validation_catches_planted_bug_within_one_cadence():
         for k in (1, 10, 25):
             s = D.first_step_detected(v, k)
             assert s is not None and bug < s <= bug + k + k  # caught at the first or second evaluation after it
+
+
+# ---------------------------------------------------------------- LSH banding and quality filters
+
+
+def test_lsh_candidates_equal_brute_force_band_agreement():
+    rng = np.random.default_rng(31)
+    for bands, rows in [(4, 2), (3, 3), (1, 5), (6, 1)]:
+        sigs = rng.integers(0, 3, size=(40, bands * rows))
+        brute = [(i, j) for i in range(40) for j in range(i + 1, 40)
+                 if any(np.array_equal(sigs[i, k * rows:(k + 1) * rows], sigs[j, k * rows:(k + 1) * rows])
+                        for k in range(bands))]
+        assert D.lsh_candidate_pairs(sigs, bands, rows) == brute
+        assert D.lsh_candidate_pairs(list(sigs), bands, rows) == brute
+    assert D.lsh_candidate_pairs([], 2, 2) == []
+    for bad in (lambda: D.lsh_candidate_pairs([np.zeros(6)], 2, 2), lambda: D.lsh_candidate_pairs([np.zeros(4)], 0, 4),
+                lambda: D.lsh_candidate_pairs([np.zeros((2, 2))], 2, 2), lambda: D.lsh_candidate_pairs([np.zeros(4)], 2, 2.5)):
+        with pytest.raises(ValueError):
+            bad()
+
+
+def test_lsh_probability_threshold_and_choose_bands():
+    assert D.lsh_candidate_probability(0.0, 20, 5) == 0.0
+    assert D.lsh_candidate_probability(1.0, 20, 5) == 1.0
+    assert D.lsh_candidate_probability(0.5, 1, 1) == pytest.approx(0.5)
+    assert D.lsh_candidate_probability(0.8, 20, 5) == pytest.approx(1 - (1 - 0.8 ** 5) ** 20)
+    s = np.linspace(0, 1, 11)
+    assert np.all(np.diff(D.lsh_candidate_probability(s, 16, 8)) >= 0)
+    # the threshold (1/b)^(1/r) sits near the half-way point of the S-curve
+    for b, r in [(20, 5), (16, 8), (32, 4)]:
+        assert 0.3 < D.lsh_candidate_probability(D.lsh_threshold(b, r), b, r) < 0.7
+    assert D.choose_bands(128, 0.7) == (16, 8)
+    assert D.choose_bands(128, 0.5) == (32, 4)
+    assert D.choose_bands(100, 0.5) == (20, 5)
+    assert D.choose_bands(7, 0.9) == (1, 7)
+    for bad in (lambda: D.lsh_candidate_probability(1.5, 2, 2), lambda: D.choose_bands(0, 0.5),
+                lambda: D.choose_bands(64, 0.0), lambda: D.lsh_threshold(2, 0)):
+        with pytest.raises(ValueError):
+            bad()
+
+
+def test_lsh_candidate_rate_follows_the_s_curve():
+    b, r, n = 20, 5, 80
+    for s in (0.4, 0.6, 0.8):
+        hits = 0
+        for p in range(n):
+            m, k = 100, int(round(100 * s))
+            common = {(f"c{p}-{i}",) for i in range(k)}
+            A = common | {(f"a{p}-{i}",) for i in range((m - k) // 2)}
+            B = common | {(f"b{p}-{i}",) for i in range(m - k - (m - k) // 2)}
+            hits += (0, 1) in D.lsh_candidate_pairs([D.minhash_signature(A, b * r, 3), D.minhash_signature(B, b * r, 3)], b, r)
+        P = D.lsh_candidate_probability(s, b, r)
+        assert abs(hits / n - P) < 4 * math.sqrt(max(P * (1 - P), 0.01) / n)
+
+
+def test_quality_flags_each_rule():
+    good = ("The cat sat on the mat and looked at the dog with some interest.\n"
+            "It was a quiet afternoon, and nothing much happened in the garden that day.")
+    assert not any(D.quality_flags(good).values())
+    assert tuple(D.quality_flags(good)) == D.QUALITY_RULES
+    assert D.filter_corpus([good]) == [0]
+    assert D.quality_flags("the cat and the dog")["word_count"]
+    assert D.quality_flags("")["word_count"] and D.quality_flags("")["mean_word_length"]
+    assert D.quality_flags(" ".join(["a"] * 30))["mean_word_length"]
+    assert D.quality_flags(good + " # # #")["symbol_ratio"] is False            # 3 / 31 < 0.1
+    assert D.quality_flags(good + " # # # ...")["symbol_ratio"]                # 4 / 32 > 0.1
+    ell = "\n".join([f"line {i} of the story with the dog..." for i in range(4)]
+                    + [f"plain line {i} with the cat" for i in range(6)])
+    f = D.quality_flags(ell)
+    assert f["ellipsis_lines"] and f["symbol_ratio"] is False                   # 4 of 10 lines; 4 / 60 words
+    assert D.quality_flags(good + " 1 2 3 4 5 6 7 8")["alphabetic_words"]       # 28 / 36 < 0.8
+    assert D.quality_flags(good + " 1 2 3 4 5 6 7")["alphabetic_words"] is False  # 28 / 35 = 0.8
+    no_stops = "Cats sit on mats; dogs bark loudly at strangers near gardens, while birds sing songs over trees every single morning."
+    assert D.quality_flags(no_stops)["stop_words"]
+    assert D.quality_flags(no_stops + " The end.")["stop_words"]                # one stop word only
+    assert D.quality_flags(no_stops + " The end, the.")["stop_words"] is False  # repeats count
+    rep = "\n".join([good.splitlines()[0]] * 3 + ["a different line with the words", "and another one"])
+    assert D.quality_flags(rep)["duplicate_lines"]                              # 2 of 5 lines repeat
+    assert D.quality_flags(good + " {x}")["curly_brace"]
+    assert D.filter_corpus([good, good + " {x}", "short"]) == [0]
+    for bad in (lambda: D.quality_flags(3), lambda: D.filter_corpus("abc"), lambda: D.filter_corpus([good, None])):
+        with pytest.raises(ValueError):
+            bad()
+
+
+def test_ngram_overlap():
+    train = " ".join(f"w{i}" for i in range(100))
+    assert D.ngram_overlap(train, train, 13) == 1.0
+    assert D.ngram_overlap(train, " ".join(f"v{i}" for i in range(30)), 13) == 0.0
+    assert D.ngram_overlap(train, "too short", 13) == 0.0
+    half = " ".join([f"w{i}" for i in range(10, 24)] + [f"v{i}" for i in range(14)])  # 28 words, 16 13-grams
+    assert D.ngram_overlap(train, half, 13) == pytest.approx(2 / 16)
+    assert D.ngram_overlap("The Cat, sat!", "the cat sat", 3) == 1.0
+    with pytest.raises(ValueError):
+        D.ngram_overlap(train, train, 0)
+
+
+def test_upstream_quality_flags_equal_the_reference():
+    import inspect
+    import json
+    import textwrap
+
+    from solutions_lib import upstream as U
+
+    texts = ["", "  \n ", "a b c", "word " * 20, "\u2026 \u2026\nx\u2026\n" * 5, "{}"]
+    for mod in (json, textwrap):
+        for _, obj in sorted(vars(mod).items()):
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                texts.append(inspect.getdoc(obj) or "")
+                try:
+                    texts.append(inspect.getsource(obj))
+                except (OSError, TypeError):
+                    pass
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        texts.append("\n".join(" ".join(rng.choice(["the", "a", "#", "...", "of", "x1", "{", "word"], int(rng.integers(0, 6))))
+                               for _ in range(int(rng.integers(0, 8)))))
+    for t in texts:
+        assert U.quality_flags(t) == D.quality_flags(t)
+    assert U.quality_flags in U.ANSWERS

@@ -40,8 +40,9 @@ WITHHELD: dict[str, tuple[str, ...]] = {
               "tree_allreduce_time"),
     "compute": ("gemm_arithmetic_intensity", "square_gemm_ridge_dim", "training_flops"),
     "cost": ("TrainingCostEstimator",),
-    "data": ("corpus_tokens", "epochs", "exact_duplicates", "first_step_detected", "jaccard", "minhash_signature",
-             "pack_documents", "pack_sequences", "packing_utilization", "token_budget"),
+    "data": ("choose_bands", "corpus_tokens", "epochs", "exact_duplicates", "filter_corpus", "first_step_detected",
+             "jaccard", "lsh_candidate_pairs", "lsh_candidate_probability", "minhash_signature", "ngram_overlap",
+             "pack_documents", "pack_sequences", "packing_utilization", "quality_flags", "token_budget"),
     # not debugging.clip_grad_norm: the kit's train_small/resume_matches (which 09's answers may use) clip with it
     "debugging": ("causal_mask_problems", "label_shift_problems", "padding_mask_problems", "run_launch_checklist"),
     "dist.fsdp": ("FSDP",),
