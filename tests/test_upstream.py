@@ -109,3 +109,20 @@ def test_swap_for_cell_restores_when_the_cell_ends_also_on_error():
     shell.run_cell("upstream.swap_for_cell(globals(), f='course', g=1)\nseen = f\nraise KeyError")
     assert shell.user_ns["seen"] == "course" and shell.user_ns["f"] == "mine" and "g" not in shell.user_ns
     assert not [cb for cb in shell.events.callbacks["post_run_cell"] if getattr(cb, "__name__", "") == "restore"]
+
+
+def test_compute_scaling_upstream_equals_the_references():
+    from solutions_lib import compute as P
+    from solutions_lib import scaling as Z
+
+    rng = np.random.default_rng(18)
+    for _ in range(300):
+        args = (int(rng.integers(1, 10 ** 4)), int(rng.integers(1, 10 ** 4)), int(rng.integers(1, 10 ** 4)),
+                float(rng.choice([1, 2, 4])))
+        assert math.isclose(U.arithmetic_intensity(*args), P.gemm_arithmetic_intensity(*args), rel_tol=1e-12)
+    assert math.isclose(U.arithmetic_intensity(4096, 4096, 4096), 4096 / 3, rel_tol=1e-12)
+    for fit in ("hoffmann", "epoch"):
+        for c in 10 ** rng.uniform(15, 28, 50):
+            assert np.allclose(U.chinchilla_optimal(float(c), fit), Z.chinchilla_optimal(float(c), fit), rtol=1e-12)
+        f = Z.FITS[fit]
+        assert U._CHINCHILLA_FITS[fit] == (f.E, f.A, f.B, f.alpha, f.beta)
