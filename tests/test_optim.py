@@ -313,3 +313,40 @@ def test_lamb_state_dict_roundtrip():
 def test_lamb_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         Lamb([torch.zeros(2, requires_grad=True)], **kwargs)
+
+
+def _rescaled_linear_run(opt_factory, c, steps=8):
+    """A 2-layer linear net y = W2 (W1 x + b1) + b2, with layer 1 times c and W2 divided by c
+    (the same function for every c, as in 01_optimizers Part 4), trained for `steps` updates."""
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(64, 5, generator=gen, dtype=torch.float64)
+    y = torch.randn(64, 2, generator=gen, dtype=torch.float64)
+    w1 = (torch.randn(7, 5, generator=gen, dtype=torch.float64) * c).requires_grad_(True)
+    b1 = (torch.randn(7, generator=gen, dtype=torch.float64) * c).requires_grad_(True)
+    w2 = (torch.randn(2, 7, generator=gen, dtype=torch.float64) / c).requires_grad_(True)
+    b2 = torch.randn(2, generator=gen, dtype=torch.float64).requires_grad_(True)
+    opt = opt_factory([w1, b1, w2, b2])
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((x @ w1.T + b1) @ w2.T + b2 - y).pow(2).mean()
+        loss.backward()
+        opt.step()
+    return w1.detach() / c, b1.detach() / c, w2.detach() * c, b2.detach()
+
+
+def test_lamb_is_invariant_to_a_per_layer_rescaling():
+    # The claim of 01_optimizers Part 4 (b): the trust ratio makes every tensor move by lr * ||w||,
+    # so rescaling a layer by c (and the next by 1/c) maps LAMB's whole trajectory by the same
+    # factors (exactly with eps = 0 and no decay: Adam's direction ignores the gradient's scale).
+    # AdamW moves each coordinate by ~lr whatever the layer's norm, so its trajectory is not.
+    def lamb(p):
+        return Lamb(p, lr=0.05, eps=0.0, weight_decay=0.0)
+
+    def adamw(p):
+        return torch.optim.AdamW(p, lr=0.05, eps=0.0, weight_decay=0.0)
+
+    for c in (100.0, 0.01):
+        for a, b in zip(_rescaled_linear_run(lamb, 1.0), _rescaled_linear_run(lamb, c)):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+        diff = max(float((a - b).abs().max()) for a, b in zip(_rescaled_linear_run(adamw, 1.0), _rescaled_linear_run(adamw, c)))
+        assert diff > 0.05
