@@ -52,6 +52,8 @@ __all__ = [
     "split_mlp_weights", "ColumnRowParallelMLP", "run_tp_mlp",
     "dp_comm_compute_times", "dp_crossover_tokens", "tp_comm_compute_times", "tp_crossover_hidden",
     "pp_comm_compute_times", "pp_crossover_tokens",
+    "LAYOUT_KEYS", "COMM_AXES", "make_layout", "layer_comm_bytes", "layout_memory_per_rank", "layout_step_time",
+    "candidate_layouts", "best_layout",
 ]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -712,3 +714,230 @@ def run_tp_mlp(x, W1, b1, W2, b2, world_size=2, grad_output=None, backend=None) 
         "forward_comm": [r["forward_comm"] for r in res],
         "backward_comm": [r["backward_comm"] for r in res],
     }
+
+
+# ---------------------------------------------------------------- combining the axes (11 theory)
+#
+# A cost model that says which parallel layout to use: per-layer traffic of each axis, memory per
+# rank of a (dp, tp, pp, cp) layout, the step time of a (dp, tp, pp) layout from alpha-beta
+# links, and a planner that enumerates the layouts. Conventions (shared with the notebook
+# source/11_model_parallel/theory.ipynb and solutions_lib.upstream's copies):
+#
+# model:   {"layers": L, "hidden": h, "heads": a, "seq_len": s, "global_batch": B (sequences
+#           per optimizer step), "micro_batch": b (sequences per micro-batch)}
+# cluster: {"n_gpus": N (a multiple of gpus_per_node, or one node), "gpus_per_node": G,
+#           "flops": F (sustained FLOP/s per GPU), "memory": bytes per GPU,
+#           "intra": (alpha, bandwidth) inside a node, "inter": (alpha, bandwidth) between nodes}
+# layout:  {"dp": d, "tp": t, "pp": p, "cp": c, "zero": z, "sp": bool}
+#
+# Parameters: 12 h^2 per layer (embeddings and the head are left out); mixed-precision Adam,
+# 2 + 2 + 12 = 16 bytes per parameter; activations and gradients travel in 16 bits (e = 2).
+# Rank order: tp fastest, then cp, then dp, then pp (Megatron-LM's default), rank r in node r // G.
+
+LAYOUT_KEYS = ("dp", "tp", "pp", "cp", "zero", "sp")
+COMM_AXES = ("tp", "sp", "pp", "cp")
+_TIME_KEYS = ("compute", "tp", "pp", "bubble", "dp", "total")
+
+
+def make_layout(dp, tp, pp, cp=1, zero=1, sp=True) -> dict:
+    """A layout dict with every key: {"dp", "tp", "pp", "cp", "zero", "sp"} (ints and a bool)."""
+    return {"dp": int(dp), "tp": int(tp), "pp": int(pp), "cp": int(cp), "zero": int(zero), "sp": bool(sp)}
+
+
+def layer_comm_bytes(axis, batch, seq_len, hidden, degree, bytes_per_element=2, kv_hidden=None) -> float:
+    """Bytes one rank sends for one transformer layer and one micro-batch (b sequences of s
+    tokens), forward + backward, when the layer is split `degree` ways along `axis`; ring
+    collectives, so a collective over n ranks of an S-byte buffer sends (n-1)/n S per
+    reduce-scatter or all-gather and 2 (n-1)/n S per all-reduce. degree = 1: 0 bytes.
+
+    "tp" (Megatron, Shoeybi et al. 2019): 4 all-reduces of b s h e (2 forward, 2 backward):
+        8 (t-1)/t b s h e.
+    "sp" (Korthikanti et al. 2022): each all-reduce becomes a reduce-scatter + all-gather of the
+        same buffer, 4 of each: 8 (t-1)/t b s h e as well (activations shrink by t, the traffic
+        does not). An implementation that keeps only the sequence shard of a matmul's input and
+        all-gathers it again in the backward (as 11's exercises 1 do) sends 2 (t-1)/t b s h e more.
+    "pp" (Narayanan et al. 2021): an interior stage sends the activation b s h e forward and the
+        gradient b s h e backward at each micro-batch: 2 b s h e (charged to the boundary layer).
+    "cp" (ring attention, Liu et al. 2023): chunk = b (s/c) h_kv e of K (and one of V); forward
+        c-1 hops of K and V, backward c-1 hops of K, V, dK, dV and one last hop of dK, dV:
+        (6 (c-1) + 2) chunks = (6c - 4)/c b s h_kv e (`dist.context_parallel.ring_attention_bytes`).
+        h_kv = `kv_hidden` (fewer K/V heads with GQA), default h.
+    """
+    if axis not in COMM_AXES:
+        raise ValueError(f"axis must be one of {COMM_AXES}, got {axis!r}")
+    b, s, h, n = _int("batch", batch), _int("seq_len", seq_len), _int("hidden", hidden), _int("degree", degree)
+    e = _pos("bytes_per_element", bytes_per_element)
+    hk = h if kv_hidden is None else _int("kv_hidden", kv_hidden)
+    if n == 1:
+        return 0.0
+    if axis in ("tp", "sp"):
+        return 8 * (n - 1) / n * b * s * h * e
+    if axis == "pp":
+        return 2.0 * b * s * h * e
+    if s % n:
+        raise ValueError(f"context parallelism over {n} ranks needs seq_len divisible by {n}, got {s}")
+    return (6 * (n - 1) + 2) * b * (s // n) * hk * e
+
+
+def _model(model):
+    try:
+        L, h, a, s, B, b = (model[k] for k in ("layers", "hidden", "heads", "seq_len", "global_batch", "micro_batch"))
+    except (KeyError, TypeError):
+        raise ValueError("model must be a dict with layers, hidden, heads, seq_len, global_batch, micro_batch") from None
+    return (_int("layers", L), _int("hidden", h), _int("heads", a), _int("seq_len", s),
+            _int("global_batch", B), _int("micro_batch", b))
+
+
+def _layout(layout, model):
+    if not isinstance(layout, dict) or any(k not in layout for k in LAYOUT_KEYS):
+        raise ValueError(f"layout must be a dict with the keys {LAYOUT_KEYS} (see make_layout), got {layout!r}")
+    d, t, p, c = (_int(k, layout[k]) for k in ("dp", "tp", "pp", "cp"))
+    z = layout["zero"]
+    if isinstance(z, bool) or z not in (0, 1, 2, 3):
+        raise ValueError(f"zero must be 0, 1, 2 or 3, got {z!r}")
+    if not isinstance(layout["sp"], bool):
+        raise ValueError(f"sp must be True or False, got {layout['sp']!r}")
+    L, h, a, s, B, b = _model(model)
+    if L % p:
+        raise ValueError(f"pp={p} must divide layers={L}")
+    if a % t or h % t:
+        raise ValueError(f"tp={t} must divide heads={a} (and hidden={h})")
+    if s % c:
+        raise ValueError(f"cp={c} must divide seq_len={s}")
+    if B % (d * b):
+        raise ValueError(f"global_batch={B} must be a multiple of dp x micro_batch = {d} x {b}")
+    return d, t, p, c, int(z), layout["sp"]
+
+
+def layout_memory_per_rank(layout, model) -> dict:
+    """Bytes per GPU of a (dp, tp, pp, cp) layout: {"states", "activations", "total"}.
+
+    states: the rank's P_r = 12 h^2 (L/p) / t parameters at 16 bytes (2 weight + 2 gradient + 12
+        fp32 master/m/v), ZeRO stage z sharding over the d c ranks that hold the same weights
+        (`memory.zero_bytes_per_rank`: z = 1 shards the 12, z = 2 the 14, z = 3 all 16 bytes).
+    activations: per layer and micro-batch (s/c) b h (34/t) bytes with sequence parallelism, or
+        (s/c) b h (10 + 24/t) without (Korthikanti et al. 2022, Table 2, selective recomputation:
+        attention scores recomputed, 16-bit values, 1-byte dropout masks), times the L/p layers
+        of a stage, times the micro-batches the first stage holds under 1F1B, min(p, m) with
+        m = B / (d b) (`pipeline_peak_activations`). Context parallelism divides the sequence.
+    """
+    d, t, p, c, z, sp = _layout(layout, model)
+    L, h, _, s, B, b = _model(model)
+    P = 12.0 * h * h * (L // p) / t
+    sharded = {0: 0.0, 1: 12.0, 2: 14.0, 3: 16.0}[z]
+    states = P * (16.0 - sharded) + P * sharded / (d * c)
+    per_layer = (s / c) * b * h * ((34.0 / t) if sp else (10.0 + 24.0 / t))
+    m = B // (d * b)
+    acts = (L // p) * min(p, m) * per_layer
+    return {"states": states, "activations": acts, "total": states + acts}
+
+
+def _cluster(cluster):
+    try:
+        N, G, F, M, intra, inter = (cluster[k] for k in ("n_gpus", "gpus_per_node", "flops", "memory", "intra", "inter"))
+    except (KeyError, TypeError):
+        raise ValueError("cluster must be a dict with n_gpus, gpus_per_node, flops, memory, intra, inter") from None
+    N, G = _int("n_gpus", N), _int("gpus_per_node", G)
+    if N > G and N % G:
+        raise ValueError(f"n_gpus={N} must fill whole nodes of gpus_per_node={G}")
+    links = []
+    for name, link in (("intra", intra), ("inter", inter)):
+        try:
+            alpha, bw = link
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be (alpha seconds, bandwidth bytes/s), got {link!r}") from None
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha < 0:
+            raise ValueError(f"{name} alpha must be a finite number >= 0, got {alpha!r}")
+        links.append((float(alpha), _pos(f"{name} bandwidth", bw)))
+    return N, G, _pos("flops", F), _pos("memory", M), links[0], links[1]
+
+
+def _ring_allreduce(n, nbytes, link) -> float:
+    alpha, bw = link
+    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / bw
+
+
+def layout_step_time(layout, model, cluster) -> dict:
+    """Seconds of one optimizer step of a (dp, tp, pp) layout (cp must be 1): {"compute", "tp",
+    "pp", "bubble", "dp", "total"}, total = the sum of the other five.
+
+    With l = L/p layers per stage, m = B/(d b) micro-batches, T = b s tokens per micro-batch,
+    e = 2 bytes and AR(n, S, link) = 2 (n-1) alpha + 2 (n-1)/n S / bandwidth (ring all-reduce):
+      compute per micro-batch and stage  t_c  = 72 h^2 l T / (t F)          (6 x 12 h^2 FLOPs/token)
+      tensor parallel                    t_tp = 4 l AR(t, T h e, intra)      (exposed; SP: same time)
+      pipeline send/recv                 t_pp = 2 (alpha + T h e / bandwidth) if p > 1,
+                                                inter-node unless the whole job is one node
+      one slot                           t_c + t_tp + t_pp; the 1F1B step runs m + p - 1 slots
+      data parallel (after the flush)    AR(d, 12 h^2 l e / t, link), x 1.5 for ZeRO-3,
+                                                intra-node iff G % (t d) == 0
+    so compute = m t_c, tp = m t_tp, pp = m t_pp, bubble = (p-1)(t_c + t_tp + t_pp) and
+    total = (m + p - 1)(t_c + t_tp + t_pp) + t_dp. tp must divide G (a TP group stays in a node)
+    and d t p must equal N. Nothing overlaps except what the pipeline overlaps: a pessimistic
+    model (Narayanan et al. 2021 overlap some of it; sec. 4).
+    """
+    d, t, p, c, z, sp = _layout(layout, model)
+    L, h, _, s, B, b = _model(model)
+    N, G, F, _, intra, inter = _cluster(cluster)
+    if c != 1:
+        raise ValueError(f"the step-time model covers cp = 1 only, got cp={c}")
+    if d * t * p != N:
+        raise ValueError(f"dp x tp x pp = {d * t * p} must equal n_gpus={N}")
+    if G % t:
+        raise ValueError(f"tp={t} must divide gpus_per_node={G}: a TP group stays inside one node")
+    e = 2.0
+    l, m, T = L // p, B // (d * b), b * s
+    t_c = 72.0 * h * h * l * T / (t * F)
+    t_tp = 4 * l * _ring_allreduce(t, T * h * e, intra) if t > 1 else 0.0
+    pp_link = intra if N <= G else inter
+    t_pp = 2 * (pp_link[0] + T * h * e / pp_link[1]) if p > 1 else 0.0
+    dp_link = intra if G % (t * d) == 0 else inter
+    t_dp = _ring_allreduce(d, 12.0 * h * h * l * e / t, dp_link) * (1.5 if z == 3 else 1.0) if d > 1 else 0.0
+    slot = t_c + t_tp + t_pp
+    return {"compute": m * t_c, "tp": m * t_tp, "pp": m * t_pp, "bubble": (p - 1) * slot, "dp": t_dp,
+            "total": (m + p - 1) * slot + t_dp}
+
+
+def candidate_layouts(model, cluster, zero=1, sp=True) -> list[dict]:
+    """Every layout the planner considers: t a divisor of gpus_per_node that divides heads and
+    hidden, p a divisor of layers, d = N / (t p) whole, B a multiple of d b; cp = 1. Ordered by
+    (tp, pp)."""
+    L, h, a, s, B, b = _model(model)
+    N, G, *_ = _cluster(cluster)
+    out = []
+    for t in range(1, G + 1):
+        if G % t or a % t or h % t:
+            continue
+        for p in range(1, L + 1):
+            if L % p or N % (t * p):
+                continue
+            d = N // (t * p)
+            if B % (d * b):
+                continue
+            out.append(make_layout(d, t, p, 1, zero, sp))
+    return out
+
+
+def best_layout(model, cluster, zero=1, sp=True):
+    """The fastest layout that fits: among `candidate_layouts`, those whose
+    `layout_memory_per_rank` total is <= cluster["memory"], the one with the smallest
+    `layout_step_time` total (exact ties: the smaller tp, then the smaller pp). None when no
+    layout fits. Returns a `make_layout` dict.
+
+    The model behind it is the one of Narayanan et al. 2021 (sec. 3): TP within a node (its
+    all-reduces sit on the critical path, so they need NVLink), PP across nodes (point to point,
+    small) at the cost of the bubble (p-1)/(m+p-1), DP for the rest (one all-reduce per step).
+    """
+    z = zero
+    if isinstance(z, bool) or z not in (0, 1, 2, 3):
+        raise ValueError(f"zero must be 0, 1, 2 or 3, got {z!r}")
+    if not isinstance(sp, bool):
+        raise ValueError(f"sp must be True or False, got {sp!r}")
+    _, _, _, M, _, _ = _cluster(cluster)
+    best, key = None, None
+    for lay in candidate_layouts(model, cluster, zero, sp):
+        if layout_memory_per_rank(lay, model)["total"] > M:
+            continue
+        k = (layout_step_time(lay, model, cluster)["total"], lay["tp"], lay["pp"])
+        if key is None or k < key:
+            best, key = lay, k
+    return best

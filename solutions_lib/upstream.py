@@ -181,9 +181,43 @@ def chinchilla_optimal(compute_flops, fit="hoffmann"):
     return n, compute_flops / (6.0 * n)
 
 
+def layout_memory_per_rank(layout, model):
+    """Bytes per GPU of a (dp, tp, pp, cp) layout, {"states", "activations", "total"} (11 theory, 2)."""
+    L, h, s, B, b = (model[k] for k in ("layers", "hidden", "seq_len", "global_batch", "micro_batch"))
+    d, t, p, c, z = (layout[k] for k in ("dp", "tp", "pp", "cp", "zero"))
+    P = 12.0 * h * h * (L // p) / t
+    sharded = {0: 0.0, 1: 12.0, 2: 14.0, 3: 16.0}[z]
+    states = P * (16.0 - sharded) + P * sharded / (d * c)
+    acts = (L // p) * min(p, B // (d * b)) * (s / c) * b * h * ((34.0 / t) if layout["sp"] else (10.0 + 24.0 / t))
+    return {"states": states, "activations": acts, "total": states + acts}
+
+
+def layout_step_time(layout, model, cluster):
+    """Seconds of one step of a (dp, tp, pp) layout, {"compute", "tp", "pp", "bubble", "dp", "total"} (11 theory, 3)."""
+    L, h, s, B, b = (model[k] for k in ("layers", "hidden", "seq_len", "global_batch", "micro_batch"))
+    d, t, p = layout["dp"], layout["tp"], layout["pp"]
+    N, G, F = cluster["n_gpus"], cluster["gpus_per_node"], cluster["flops"]
+    intra, inter = cluster["intra"], cluster["inter"]
+
+    def allreduce(n, nbytes, link):
+        return 2 * (n - 1) * link[0] + 2 * (n - 1) / n * nbytes / link[1]
+
+    l, m, T = L // p, B // (d * b), b * s
+    t_c = 72.0 * h * h * l * T / (t * F)
+    t_tp = 4 * l * allreduce(t, T * h * 2.0, intra) if t > 1 else 0.0
+    pl = intra if N <= G else inter
+    t_pp = 2 * (pl[0] + T * h * 2.0 / pl[1]) if p > 1 else 0.0
+    dl = intra if G % (t * d) == 0 else inter
+    t_dp = allreduce(d, 12.0 * h * h * l * 2.0 / t, dl) * (1.5 if layout["zero"] == 3 else 1.0) if d > 1 else 0.0
+    slot = t_c + t_tp + t_pp
+    return {"compute": m * t_c, "tp": m * t_tp, "pp": m * t_pp, "bubble": (p - 1) * slot, "dp": t_dp,
+            "total": (m + p - 1) * slot + t_dp}
+
+
 ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale,
            reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta, bucket_plan,
-           minhash_signature, young_interval, arithmetic_intensity, chinchilla_optimal, quality_flags)
+           minhash_signature, young_interval, arithmetic_intensity, chinchilla_optimal, quality_flags,
+           layout_memory_per_rank, layout_step_time)
 
 
 def forbidden_except(*allowed) -> tuple:

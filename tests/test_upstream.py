@@ -126,3 +126,21 @@ def test_compute_scaling_upstream_equals_the_references():
             assert np.allclose(U.chinchilla_optimal(float(c), fit), Z.chinchilla_optimal(float(c), fit), rtol=1e-12)
         f = Z.FITS[fit]
         assert U._CHINCHILLA_FITS[fit] == (f.E, f.A, f.B, f.alpha, f.beta)
+
+
+def test_layout_upstream_equals_the_references():
+    from solutions_lib import parallel as P
+    rng = np.random.default_rng(17)
+    for _ in range(200):
+        G = int(rng.choice([4, 8]))
+        a = int(rng.choice([8, 16, 32]))
+        model = dict(layers=int(rng.choice([8, 12, 24])), hidden=a * int(rng.choice([64, 128])), heads=a,
+                     seq_len=int(rng.choice([1024, 2048])), global_batch=int(rng.choice([64, 256])),
+                     micro_batch=int(rng.choice([1, 2])))
+        cluster = dict(n_gpus=G * int(rng.choice([1, 2, 8])), gpus_per_node=G, flops=float(rng.choice([1e14, 3e14])),
+                       memory=40e9, intra=(float(rng.choice([0.0, 5e-6])), 3e11), inter=(1e-5, float(rng.choice([2e9, 2.5e10]))))
+        for lay in P.candidate_layouts(model, cluster, zero=int(rng.integers(0, 4)), sp=bool(rng.integers(0, 2))):
+            want_m, got_m = P.layout_memory_per_rank(lay, model), U.layout_memory_per_rank(lay, model)
+            want_t, got_t = P.layout_step_time(lay, model, cluster), U.layout_step_time(lay, model, cluster)
+            assert all(math.isclose(got_m[k], want_m[k], rel_tol=1e-12) for k in want_m)
+            assert all(math.isclose(got_t[k], want_t[k], rel_tol=1e-12, abs_tol=1e-18) for k in want_t)
