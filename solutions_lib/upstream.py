@@ -156,6 +156,26 @@ def quality_flags(text):
             "duplicate_lines": (dup / len(lines) if lines else 0.0) > 0.3, "curly_brace": "{" in text or "}" in text}
 
 
+def labels_shifted(inputs, targets, ignore_index=-100):
+    """09: True iff target_i = input_(i+1) wherever the target is known (same shapes)."""
+    if inputs.shape != targets.shape:
+        return False
+    known = targets[:, :-1] != ignore_index
+    return bool(((targets[:, :-1] == inputs[:, 1:]) | ~known).all())
+
+
+def mask_is_causal(mask):
+    """09: True iff a (T, T) mask lets query i see key j exactly when j <= i (bool: True =
+    allowed; float: 0 = allowed)."""
+    import torch
+
+    if mask.dim() != 2 or mask.shape[0] != mask.shape[1]:
+        return False
+    allowed = mask if mask.dtype == torch.bool else mask == 0
+    i = torch.arange(mask.shape[0])
+    return bool(torch.equal(allowed, i[None, :] <= i[:, None]))
+
+
 def young_interval(checkpoint_cost, mtbf):
     """Young's checkpoint interval sqrt(2 C M) (08)."""
     return math.sqrt(2 * checkpoint_cost * mtbf)
@@ -217,7 +237,7 @@ def layout_step_time(layout, model, cluster):
 ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale,
            reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta, bucket_plan,
            minhash_signature, young_interval, arithmetic_intensity, chinchilla_optimal, quality_flags,
-           layout_memory_per_rank, layout_step_time)
+           layout_memory_per_rank, layout_step_time, labels_shifted, mask_is_causal)
 
 
 def forbidden_except(*allowed) -> tuple:

@@ -144,3 +144,24 @@ def test_layout_upstream_equals_the_references():
             want_t, got_t = P.layout_step_time(lay, model, cluster), U.layout_step_time(lay, model, cluster)
             assert all(math.isclose(got_m[k], want_m[k], rel_tol=1e-12) for k in want_m)
             assert all(math.isclose(got_t[k], want_t[k], rel_tol=1e-12, abs_tol=1e-18) for k in want_t)
+
+
+def test_debugging_upstream_agrees_with_the_reference_checks():
+    import torch
+
+    from solutions_lib import debugging as G
+
+    g = torch.Generator().manual_seed(9)
+    for _ in range(50):
+        rows = torch.randint(0, 20, (3, 9), generator=g)
+        x, y = rows[:, :-1], rows[:, 1:].clone()
+        if bool(torch.randint(0, 2, (1,), generator=g)):
+            y[0, int(torch.randint(0, 7, (1,), generator=g))] += 1      # one broken target
+        if bool(torch.randint(0, 2, (1,), generator=g)):
+            y[1, :3] = -100                                               # ignored targets
+        assert U.labels_shifted(x, y) == (G.label_shift_problems(x, y) == [])
+    T = 6
+    good = torch.ones(T, T, dtype=torch.bool).tril()
+    for m in (good, ~good, good.T, torch.zeros(T, T).masked_fill(~good, float("-inf")), good[:, :5],
+              good & ~torch.eye(T, dtype=torch.bool)):
+        assert U.mask_is_causal(m) == (G.causal_mask_problems(m) == [])
