@@ -176,6 +176,15 @@ def mask_is_causal(mask):
     return bool(torch.equal(allowed, i[None, :] <= i[:, None]))
 
 
+def layer_activation_bytes(seq_len, batch, hidden, heads, bytes_per_value=2):
+    """03: Korthikanti et al.'s per-layer activation bytes, s b h (16 d + 2) + a s^2 b (2 d + 1)
+    (masks stay 1 byte; d = 2 gives s b h (34 + 5 a s / h))."""
+    if seq_len < 1 or batch < 1 or heads < 1 or hidden % heads:
+        raise ValueError("need seq_len, batch, heads >= 1 and heads dividing hidden")
+    d = bytes_per_value
+    return seq_len * batch * hidden * (16 * d + 2) + heads * seq_len ** 2 * batch * (2 * d + 1)
+
+
 def young_interval(checkpoint_cost, mtbf):
     """Young's checkpoint interval sqrt(2 C M) (08)."""
     return math.sqrt(2 * checkpoint_cost * mtbf)
@@ -237,7 +246,8 @@ def layout_step_time(layout, model, cluster):
 ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale,
            reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta, bucket_plan,
            minhash_signature, young_interval, arithmetic_intensity, chinchilla_optimal, quality_flags,
-           layout_memory_per_rank, layout_step_time, labels_shifted, mask_is_causal)
+           layout_memory_per_rank, layout_step_time, labels_shifted, mask_is_causal,
+           layer_activation_bytes)
 
 
 def forbidden_except(*allowed) -> tuple:

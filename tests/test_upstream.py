@@ -165,3 +165,15 @@ def test_debugging_upstream_agrees_with_the_reference_checks():
     for m in (good, ~good, good.T, torch.zeros(T, T).masked_fill(~good, float("-inf")), good[:, :5],
               good & ~torch.eye(T, dtype=torch.bool)):
         assert U.mask_is_causal(m) == (G.causal_mask_problems(m) == [])
+
+
+def test_layer_activation_bytes_upstream_equals_korthikanti():
+    from solutions_lib import memory as M
+
+    rng = np.random.default_rng(18)
+    for _ in range(100):
+        a = int(rng.choice([1, 4, 8, 16]))
+        args = (int(rng.integers(1, 4096)), int(rng.integers(1, 32)), a * int(rng.integers(1, 128)), a)
+        for d in (2, 4):
+            assert math.isclose(U.layer_activation_bytes(*args, d), M.activation_bytes_per_layer(*args, bytes_per_value=d),
+                                rel_tol=1e-12)
