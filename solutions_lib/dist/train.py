@@ -60,7 +60,7 @@ from .gpt import GPT, non_embedding_params
 __all__ = ["TrainConfig", "parse_args", "train", "main", "CharCorpus", "WindowDataset",
            "ShardedBatches", "lr_at", "make_scheduler", "train_step", "save_checkpoint",
            "load_checkpoint", "latest_checkpoint", "list_checkpoints", "default_corpus_text",
-           "DEFAULT_CORPUS_MODULES", "AMP_MODES", "in_torchrun"]
+           "DEFAULT_CORPUS_MODULES", "AMP_MODES", "in_torchrun", "saved_layout", "check_resume_layout"]
 
 AMP_MODES = ("none", "bf16", "fp16")
 DEFAULT_CORPUS_MODULES = ("argparse", "textwrap", "string", "heapq", "bisect", "functools",
@@ -103,10 +103,29 @@ class TrainConfig:
     threads: int | None = None         # torch threads per spawned rank (None: cores // world_size)
     return_params: bool = False        # put rank 0's final parameters into the result (tests)
     deterministic: bool = True         # CUDA ranks: torch deterministic algorithms (bit-exact resume)
+    tp: int = 1                        # tensor-parallel ranks per group (train_layout.py)
+    pp: int = 1                        # pipeline stages
+    micro_batches: int | None = None   # per step and DP replica, run by 1F1B (None: pp)
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel replicas: world_size / (tp * pp)."""
+        return self.world_size // (self.tp * self.pp)
+
+    @property
+    def n_micro(self) -> int:
+        return self.pp if self.micro_batches is None else self.micro_batches
+
+    @property
+    def layout_run(self) -> bool:
+        """True when the run needs train_layout.py (TP, PP or micro-batches) rather than plain DDP."""
+        return self.tp > 1 or self.pp > 1 or self.n_micro > 1
 
     @property
     def global_batch(self) -> int:
-        return self.local_batch * self.world_size
+        """Sequences per optimizer step: local_batch on each of the dp replicas (TP and PP ranks of
+        one replica share its batch)."""
+        return self.local_batch * self.dp
 
     @property
     def peak_lr(self) -> float:
@@ -121,7 +140,7 @@ class TrainConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
                 raise ValueError(f"{name} must be an int >= {minimum}, got {v!r}")
         for name in ("steps", "world_size", "local_batch", "base_batch", "seq_len", "layers",
-                     "d_model", "heads", "keep_last"):
+                     "d_model", "heads", "keep_last", "tp", "pp"):
             pos_int(name)
         for name in ("warmup", "checkpoint_every", "seed"):
             pos_int(name, 0)
@@ -153,20 +172,40 @@ class TrainConfig:
             raise ValueError(f"peak_flops must be positive FLOP/s, got {self.peak_flops!r}")
         if not isinstance(self.deterministic, bool):
             raise ValueError(f"deterministic must be True or False, got {self.deterministic!r}")
+        self._validate_layout()
         if self.corpus is not None and not Path(self.corpus).is_file():
             raise ValueError(f"corpus {self.corpus!r} is not a file")
         return self
 
+    def _validate_layout(self) -> None:
+        m = self.micro_batches
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ValueError(f"micro_batches must be an int >= 1 (or None: pp), got {m!r}")
+        if self.world_size % (self.tp * self.pp):
+            raise ValueError(f"world_size={self.world_size} must be a multiple of tp x pp = {self.tp} x {self.pp} "
+                             f"(world = dp x tp x pp)")
+        if self.heads % self.tp:
+            raise ValueError(f"tp={self.tp} must divide heads={self.heads} (each TP rank takes whole heads)")
+        if self.layers % self.pp:
+            raise ValueError(f"pp={self.pp} must divide layers={self.layers} (equal pipeline stages)")
+        if self.local_batch % self.n_micro:
+            raise ValueError(f"micro_batches={self.n_micro} must divide local_batch={self.local_batch} "
+                             f"(equal micro-batches)")
+        if self.layout_run and self.amp == "fp16":
+            raise ValueError("amp='fp16' (GradScaler) is not supported with tp, pp or micro_batches > 1; "
+                             "use amp='bf16' or 'none'")
+
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m solutions_lib.dist.train",
-                                description="Train a small character-level GPT with DDP (CPU gloo or GPU NCCL).")
+                                description="Train a small character-level GPT with DDP (CPU gloo or GPU NCCL), "
+                                            "optionally with tensor (--tp) and pipeline (--pp) parallelism.")
     d = TrainConfig()
     a = p.add_argument
     a("--steps", type=int, default=d.steps, help="optimizer steps of the whole run")
     a("--world-size", type=int, default=d.world_size,
       help="local ranks to spawn (ignored under torchrun, which sets WORLD_SIZE)")
-    a("--local-batch", type=int, default=d.local_batch, help="sequences per rank per step")
+    a("--local-batch", type=int, default=d.local_batch, help="sequences per DP replica per step")
     a("--base-batch", type=int, default=d.base_batch, help="global batch at which --lr was tuned")
     a("--lr", type=float, default=d.lr, help="peak LR at --base-batch; scaled linearly with the global batch")
     a("--min-lr-ratio", type=float, default=d.min_lr_ratio, help="final LR / peak LR of the cosine")
@@ -193,6 +232,11 @@ def _build_parser() -> argparse.ArgumentParser:
     a("--timeout", type=float, default=d.timeout, help="seconds: run limit and collective timeout")
     a("--deterministic", action=argparse.BooleanOptionalAction, default=d.deterministic,
       help="GPU ranks: deterministic kernels, so runs and resumes are bit-exact (off: faster)")
+    a("--tp", type=int, default=d.tp,
+      help="tensor-parallel ranks per group (Megatron-style heads/MLP split); world = dp x tp x pp")
+    a("--pp", type=int, default=d.pp, help="pipeline stages (1F1B schedule); must divide --layers")
+    a("--micro-batches", type=int, default=d.micro_batches,
+      help="micro-batches per step and DP replica (default: --pp); must divide --local-batch")
     return p
 
 
@@ -404,12 +448,20 @@ def _rank_rng_state(model) -> dict:
     return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
 
 
+def _state_keys(shard: str | None) -> tuple[str, str]:
+    return ("model", "optim") if shard is None else (f"model_{shard}", f"optim_{shard}")
+
+
 def save_checkpoint(directory, step: int, model, optimizer, *, scheduler=None, scaler=None,
-                    extra: dict | None = None, keep_last: int = 2) -> Path:
+                    extra: dict | None = None, keep_last: int = 2, shard: str | None = None) -> Path:
     """Collective: every rank calls it. DCP holds model + optimizer (sharded files, one writer
     per rank); ``extra_rank{r}.pt`` holds rank r's scheduler, scaler, RNG streams and `extra`.
     Written into ``.tmp_step_N`` and renamed to ``step_N`` by rank 0 once all ranks are done;
-    then all but the newest `keep_last` checkpoints are deleted."""
+    then all but the newest `keep_last` checkpoints are deleted.
+
+    `shard` names the part of the model this rank holds when ranks hold different parts (TP / PP,
+    e.g. "pp0_tp1"): its tensors are saved under their own keys, so DCP keeps every shard (it
+    would keep one copy of equal keys) and writes each once (DP replicas share a key)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -423,7 +475,8 @@ def save_checkpoint(directory, step: int, model, optimizer, *, scheduler=None, s
         tmp.mkdir(parents=True)
     dist.barrier()
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp))
+    km, ko = _state_keys(shard)
+    dcp.save({km: model_sd, ko: optim_sd}, checkpoint_id=str(tmp))
     mine = {"step": step, "world_size": dist.get_world_size(), "rng": _rank_rng_state(model),
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
             "scaler": scaler.state_dict() if scaler is not None else None, "extra": extra or {}}
@@ -442,17 +495,19 @@ def save_checkpoint(directory, step: int, model, optimizer, *, scheduler=None, s
     return final
 
 
-def load_checkpoint(path, model, optimizer, *, scheduler=None, scaler=None, restore_rng: bool = True) -> dict:
+def load_checkpoint(path, model, optimizer, *, scheduler=None, scaler=None, restore_rng: bool = True,
+                    shard: str | None = None) -> dict:
     """Collective: restore what `save_checkpoint` wrote, in place; returns this rank's extras
-    (step, extra). A rank beyond the saved world size takes rank 0's extras."""
+    (step, extra). A rank beyond the saved world size takes rank 0's extras. `shard`: as saved."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     path = Path(path)
     model_sd, optim_sd = get_state_dict(model, optimizer)  # creates the optimizer state to load into
-    state = {"model": model_sd, "optim": optim_sd}
+    km, ko = _state_keys(shard)
+    state = {km: model_sd, ko: optim_sd}
     dcp.load(state, checkpoint_id=str(path))
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    set_state_dict(model, optimizer, model_state_dict=state[km], optim_state_dict=state[ko])
     rank = dist.get_rank()
     f = path / f"extra_rank{rank}.pt"
     if not f.exists():
@@ -546,6 +601,25 @@ def in_torchrun() -> bool:
     return all(v in os.environ for v in _TORCHRUN_VARS)
 
 
+def saved_layout(path) -> dict:
+    """{"dp", "tp", "pp"} of the run that wrote checkpoint `path` (a checkpoint written before the
+    layouts existed: plain DP over its world size)."""
+    mine = torch.load(Path(path) / "extra_rank0.pt", weights_only=False)
+    return mine["extra"].get("layout") or {"dp": mine["world_size"], "tp": 1, "pp": 1}
+
+
+def check_resume_layout(path, cfg: TrainConfig) -> None:
+    """ValueError unless checkpoint `path` can be resumed with cfg's layout: the same tp and pp
+    (each rank loads its own shard), and with tp or pp > 1 also the same dp. A DP-only run may
+    resume on another world size (same data order, not bit-exact)."""
+    got = saved_layout(path)
+    want = {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp}
+    if (got["tp"], got["pp"]) != (cfg.tp, cfg.pp) or ((cfg.tp > 1 or cfg.pp > 1) and got != want):
+        raise ValueError(f"checkpoint {path} was written with layout dp {got['dp']} x tp {got['tp']} x pp {got['pp']}; "
+                         f"this run is dp {cfg.dp} x tp {cfg.tp} x pp {cfg.pp}: resume with the same layout "
+                         f"(--world-size {got['dp'] * got['tp'] * got['pp']} --tp {got['tp']} --pp {got['pp']})")
+
+
 def _rank_main(rank: int, world_size: int, cfg: TrainConfig) -> dict:
     if dist.get_backend() == "nccl":
         device = torch.device("cuda", torch.cuda.current_device())
@@ -578,11 +652,22 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
     if cfg.max_chars:
         text = text[:cfg.max_chars]
     corpus = CharCorpus(text)
-    data = ShardedBatches(WindowDataset(corpus.tokens, cfg.seq_len), rank, world_size, cfg.local_batch, cfg.seed)
+    dataset = WindowDataset(corpus.tokens, cfg.seq_len)
 
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank (DDP broadcasts rank 0's anyway)
     model = GPT(corpus.vocab, cfg.seq_len, cfg.layers, cfg.d_model, cfg.heads).to(device)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    n_params, n_nonemb = sum(p.numel() for p in model.parameters()), non_embedding_params(model)
+    layout = shard = stage = None
+    if cfg.layout_run:
+        from . import train_layout as tl  # TP / PP: one part of the model per rank, DP over the dp groups
+        layout = tl.init_layout(cfg.dp, cfg.tp, cfg.pp)
+        data = ShardedBatches(dataset, layout.dp_rank, layout.dp, cfg.local_batch, cfg.seed)
+        model = tl.build_stage(model, layout, cfg.amp, device.type)
+        ddp, shard = model, layout.shard_key
+        stage = tl.make_pipeline_stage(model, layout, cfg.local_batch // cfg.n_micro, cfg.seq_len, cfg.d_model, device)
+    else:
+        data = ShardedBatches(dataset, rank, world_size, cfg.local_batch, cfg.seed)
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     scheduler = make_scheduler(optimizer, cfg)
     scaler = torch.amp.GradScaler(device.type) if cfg.amp == "fp16" else None
@@ -594,7 +679,8 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
         if path[0] is None:
             log.print(f"--resume: no checkpoint in {ckpt_dir}; starting from step 0")
         else:
-            mine = load_checkpoint(path[0], ddp, optimizer, scheduler=scheduler, scaler=scaler)
+            check_resume_layout(path[0], cfg)  # every rank reads the same file: all raise or none
+            mine = load_checkpoint(path[0], ddp, optimizer, scheduler=scheduler, scaler=scaler, shard=shard)
             start = mine["step"]
             data.load_state_dict(mine["extra"]["data"])
             elapsed0 = mine["extra"].get("elapsed_s", 0.0)
@@ -602,10 +688,11 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
     log.truncate_metrics(start)
     if start == 0:
         torch.manual_seed(cfg.seed + 1 + rank)  # per-rank streams for anything random after init
-    n_params = sum(p.numel() for p in model.parameters())
     log.print(f"world {world_size} ({dist.get_backend()}, {device.type}), global batch {cfg.global_batch} "
               f"x {cfg.seq_len} tokens, peak lr {cfg.peak_lr:.3g}, {n_params:,} parameters, vocab {corpus.vocab}, "
-              f"{len(data.dataset)} windows = {data.batches_per_epoch} steps/epoch, amp {cfg.amp}")
+              f"{len(data.dataset)} windows = {data.batches_per_epoch} steps/epoch, amp {cfg.amp}"
+              + (f", layout dp {cfg.dp} x tp {cfg.tp} x pp {cfg.pp}, {cfg.n_micro} micro-batches"
+                 if layout is not None else ""))
 
     stop = min(cfg.steps, cfg.stop_after or cfg.steps)
     tokens_per_step = cfg.global_batch * cfg.seq_len
@@ -617,11 +704,19 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
         x, y = next(data)
         x, y = x.to(device), y.to(device)
         lr = optimizer.param_groups[0]["lr"]
-        loss = train_step(ddp, optimizer, x, y, amp=cfg.amp, scaler=scaler, grad_clip=cfg.grad_clip,
-                          device_type=device.type)
-        scheduler.step()
-        dist.all_reduce(loss, op=dist.ReduceOp.SUM)  # gloo has no AVG
-        loss_value = loss.item() / world_size
+        if layout is None:
+            loss = train_step(ddp, optimizer, x, y, amp=cfg.amp, scaler=scaler, grad_clip=cfg.grad_clip,
+                              device_type=device.type)
+            scheduler.step()
+            dist.all_reduce(loss, op=dist.ReduceOp.SUM)  # gloo has no AVG
+            loss_value = loss.item() / world_size
+        else:
+            part = tl.layout_train_step(model, stage, layout, optimizer, x, y, cfg.n_micro, cfg.grad_clip)
+            scheduler.step()
+            # one rank per replica (TP rank 0 of the last stage) holds the replica's loss; sum over the world
+            loss = torch.tensor([part], dtype=torch.float64, device=device)
+            dist.all_reduce(loss, op=dist.ReduceOp.SUM)
+            loss_value = loss.item() / cfg.dp
         dt = time.perf_counter() - t0
         losses.append(loss_value)
         lrs.append(lr)
@@ -632,13 +727,15 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
         done = step + 1
         if done == stop or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0):
             save_checkpoint(ckpt_dir, done, ddp, optimizer, scheduler=scheduler, scaler=scaler,
-                            keep_last=cfg.keep_last,
-                            extra={"data": data.state_dict(), "elapsed_s": elapsed0 + time.perf_counter() - t_run})
+                            keep_last=cfg.keep_last, shard=shard,
+                            extra={"data": data.state_dict(), "elapsed_s": elapsed0 + time.perf_counter() - t_run,
+                                   "layout": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp}})
             last_saved = done
     log.end_progress()
     wall = time.perf_counter() - t_run
 
-    result = {"rank": rank, "world_size": world_size, "start_step": start, "steps": steps, "losses": losses,
+    result = {"rank": rank, "world_size": world_size, "layout": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp},
+              "start_step": start, "steps": steps, "losses": losses,
               "lrs": lrs, "final_loss": losses[-1] if losses else None,
               "final_loss_avg5": sum(losses[-5:]) / len(losses[-5:]) if losses else None,
               "tokens_per_s": (sorted(rates[1:] or rates)[len(rates[1:] or rates) // 2]) if rates else None,
@@ -653,7 +750,7 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
             summary += f", peak CUDA memory {result['peak_cuda_bytes'] / 2**20:,.0f} MiB"
         if cfg.peak_flops:
             from solutions_lib.compute import mfu, palm_flops_per_token
-            fpt = palm_flops_per_token(non_embedding_params(model), cfg.layers, cfg.heads,
+            fpt = palm_flops_per_token(n_nonemb, cfg.layers, cfg.heads,
                                        cfg.d_model // cfg.heads, cfg.seq_len)
             result["mfu"] = mfu(result["tokens_per_s"], fpt, cfg.peak_flops * world_size)
             summary += f", MFU {100 * result['mfu']:.2f}% of {world_size} x {cfg.peak_flops:.3g} FLOP/s"
@@ -704,6 +801,8 @@ def train(config: TrainConfig | None = None, *, all_ranks: bool = False, **overr
         finally:
             dist.destroy_process_group()
         return [result] if all_ranks else result
+    if cfg.resume and latest_checkpoint(Path(cfg.out) / "checkpoints") is not None:
+        check_resume_layout(latest_checkpoint(Path(cfg.out) / "checkpoints"), cfg)  # a clear error before spawning
     from .launch import launch
     _prewarm()  # import once here, not once per forked rank
     # On a machine with a GPU the ranks are spawned, gloo ones too: a forked rank cannot use
