@@ -1,6 +1,7 @@
 """A complete data-parallel training script: a character-level GPT trained with torch's DDP.
 
     python -m solutions_lib.dist.train --world-size 2 --steps 200 --out runs/demo
+    python -m solutions_lib.dist.train --world-size 4 --tp 2 --pp 2 --steps 200 --out runs/tp_pp
     torchrun --standalone --nproc-per-node 2 -m solutions_lib.dist.train --steps 200 --out runs/demo
 
 What a production script needs, each in a small function that the lab's exercises rebuild:
@@ -25,6 +26,12 @@ What a production script needs, each in a small function that the lab's exercise
 * logging: rank 0 only (stdout, ``metrics.jsonl``, a text progress bar, ``loss.png`` and a
   summary with tokens/s, on a GPU the peak allocated CUDA memory and, given ``--peak-flops``,
   MFU). Other ranks print nothing;
+* layouts: ``--tp T --pp P [--micro-batches M]`` on world = dp x tp x pp ranks (`train_layout.py`):
+  Megatron-style tensor parallelism inside groups of T ranks (`tensor_parallel.TensorParallelBlock`),
+  P pipeline stages run by 1F1B over M micro-batches (`pipeline.run_1f1b`, M defaults to P),
+  gradients averaged over the DP group only; the batch is split over the DP dimension only, so
+  the loss curve is the one-process run's (to float rounding). Each rank checkpoints its own
+  shard; a resume needs the same layout (another raises ValueError). fp16 is DP-only;
 * determinism on a GPU: ``--deterministic`` (the default) switches torch's deterministic
   algorithms on in each CUDA rank (SDPA's flash and memory-efficient backward otherwise add
   with atomics, so two identical runs differ in the last bits and a resume is not bit-exact);
