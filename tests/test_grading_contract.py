@@ -43,8 +43,12 @@ RING_TESTS = ("import numpy as np\n"
               "cases = [(int(rng.integers(2, 64)), float(10 ** rng.uniform(3, 9)), float(10 ** rng.uniform(-6, -4)),\n"
               "          float(10 ** rng.uniform(9, 11))) for _ in range(5)]\n"
               "expected = [ref.ring_allreduce_time(*c) for c in cases]\n"
-              "for c, e in zip(cases, expected):\n"
-              "    expect_close(ring_time(*c), e, f'ring_time{c}', rtol=1e-9)\n"
+              "from solutions_lib import upstream\n"
+              "from solutions_lib.grading import no_delegation\n"
+              "with no_delegation('ring_time', ref, *upstream.forbidden_except()):\n"
+              "    got = [ring_time(*c) for c in cases]\n"
+              "for c, g, e in zip(cases, got, expected):\n"
+              "    expect_close(g, e, f'ring_time{c}', rtol=1e-9)\n"
               "### END HIDDEN TESTS")
 RING_VALIDATION = ("from solutions_lib.grading import expect_accepts, expect_raises\n"
                    "expect_raises(lambda: ring_time(0, 1e6, 0.0, 1e9), ValueError, 'ring_time with n = 0')\n"
@@ -120,6 +124,9 @@ CLASS = {
                           "def _worker():\n    while True:\n        _r.put(torch.softmax(torch.tensor(_q.get()), dim=1).numpy())\n"
                           "threading.Thread(target=_worker, daemon=True).start()\n"
                           "def softmax_rows(x):\n    _q.put(np.asarray(x, dtype=float))\n    return _r.get()\n", (2, 0, 1), set()),
+    # the answer calls the course's copy of it (solutions_lib.upstream, there for later parts)
+    "calls_upstream": ("", "\nfrom solutions_lib import upstream as _u\ndef ring_time(*a):\n    return _u.ring_allreduce_time(*a)\n",
+                       "", (0, 2, 0), set()),
     # class 1: no formula at all, only `raise ValueError` (would pass every expect_raises)
     "always_raises": ("", "\ndef ring_time(*a):\n    raise ValueError('not done: no formula yet')\n", "", (0, 2, 0), set()),
 }
@@ -193,6 +200,8 @@ def test_contract_class_scores_what_it_deserves(tmp_path, monkeypatch, sandbox):
     assert "background thread" in " ".join(msgs["softmax_tests"]), msgs
     msgs = {c.grade_id: c.messages for nb in read_results(root, A, "wrong").notebooks for c in nb.cells}
     assert "expected" in " ".join(msgs["ring_tests"]) and "got" in " ".join(msgs["ring_tests"]), msgs
+    msgs = {c.grade_id: c.messages for nb in read_results(root, A, "calls_upstream").notebooks for c in nb.cells}
+    assert "solutions_lib.upstream.ring_allreduce_time" in " ".join(msgs["ring_tests"]), msgs
     msgs = {c.grade_id: c.messages for nb in read_results(root, A, "always_raises").notebooks for c in nb.cells}
     assert "this input is valid" in " ".join(msgs["ring_validation"]), msgs
 
