@@ -24,7 +24,6 @@ Interfaces (the notebook's):
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 
@@ -160,22 +159,12 @@ STANDINS = {f.__name__: f for f in (CopyToTP, ReduceFromTP, GatherFromSP, Scatte
                                      RowParallelLinear, TensorParallelBlock, sync_replicated_grads)}
 
 
-@contextlib.contextmanager
 def upstream(namespace: dict, *names: str):
     """Bind the stand-ins `names` in `namespace` (a notebook's globals()) inside the block, then
-    restore what was there (or remove what was not)."""
-    missing = object()
-    saved = {n: namespace.get(n, missing) for n in names}
-    try:
-        for n in names:
-            namespace[n] = STANDINS[n]
-        yield
-    finally:
-        for n, v in saved.items():
-            if v is missing:
-                namespace.pop(n, None)
-            else:
-                namespace[n] = v
+    restore what was there (or remove what was not): `solutions_lib.upstream.swapped`."""
+    from ..upstream import swapped
+
+    return swapped(namespace, **{n: STANDINS[n] for n in names})
 
 
 # ---------------------------------------------------------------- cases and the one-process oracle
