@@ -53,6 +53,8 @@ RING_TESTS = ("import numpy as np\n"
 RING_VALIDATION = ("from solutions_lib.grading import expect_accepts, expect_raises\n"
                    "expect_raises(lambda: ring_time(0, 1e6, 0.0, 1e9), ValueError, 'ring_time with n = 0')\n"
                    "expect_accepts(lambda: ring_time(1, 1e6, 0.0, 1e9), 'ring_time with n = 1')")
+RING_RANGE = ("from solutions_lib.grading import expect_between\n"
+              "expect_between(ring_time(4, 1e6, 1e-5, 1e9), 1e-3, 2e-3, 'ring_time(4, 1 MB, 10 us, 1 GB/s) in [1, 2] ms')")
 SOFTMAX = ("import numpy as np\n\n"
            "def softmax_rows(x):\n"
            "    ### BEGIN SOLUTION\n"
@@ -78,6 +80,7 @@ def contract_notebook() -> nbformat.NotebookNode:
         nbs.answer("ring", RING),
         nbs.tests("ring_tests", RING_TESTS, 2, ["TH-09"]),
         nbs.tests("ring_validation", RING_VALIDATION, 1, ["TH-09"]),
+        nbs.tests("ring_range", RING_RANGE, 1, ["TH-09"]),
         nbs.answer("softmax", SOFTMAX),
         nbs.tests("softmax_tests", SOFTMAX_TESTS, 2, ["TSX-09"]),
     ]))
@@ -101,7 +104,7 @@ CLASS = {
     # class 1: an input transformer that empties every later test cell
     "empties": ("get_ipython().input_transformers_cleanup.append(\n"
                 "    lambda lines: [] if any('expect_' in l for l in lines) else lines)", WRONG_RING, "", (0, 0, 0),
-                {"ring_tests", "ring_validation", "softmax_tests"}),
+                {"ring_tests", "ring_validation", "ring_range", "softmax_tests"}),
     # class 2: the check replaced through an indirection, publishing a record that says "passed"
     "forger": ("import sys, solutions_lib.grading\n"
                "from IPython.display import publish_display_data as _pub\n"
@@ -129,7 +132,19 @@ CLASS = {
                        "", (0, 2, 0), set()),
     # class 1: no formula at all, only `raise ValueError` (would pass every expect_raises)
     "always_raises": ("", "\ndef ring_time(*a):\n    raise ValueError('not done: no formula yet')\n", "", (0, 2, 0), set()),
+    # class 2: a range predicate replaced by one that publishes the real value with bounds that suit it
+    "between_forger": ("import sys, solutions_lib.grading\n"
+                       "from IPython.display import publish_display_data as _pub\n"
+                       "def _fake(got, lo, hi, what, **kw):\n"
+                       "    _pub({'application/vnd.tas.check+json': {'kind': 'between', 'what': what, 'got': float(got),\n"
+                       "          'shape': [], 'lo': 0.0, 'hi': 10.0}})\n"
+                       "vars(sys.modules['solutions_lib.grading'])['expect_between'] = _fake",
+                       "\ndef ring_time(*a):\n    return 5.0\n", "", (0, 2, 0), {"ring_range"}),
 }
+
+
+# ring_range: 1 unless the answer is not a number in [1, 2] ms (the wrong formula gives 1.03 ms)
+RANGE_POINTS = {"empties": 0, "frame_reader": 0, "calls_reference": 0, "always_raises": 0, "between_forger": 0}
 
 
 def _submission(before: str, after_ring: str, after_softmax: str) -> nbformat.NotebookNode:
@@ -179,6 +194,7 @@ def test_contract_class_scores_what_it_deserves(tmp_path, monkeypatch, sandbox):
     for student, (_, _, _, (ring, softmax, valid), flagged) in CLASS.items():
         res = read_results(root, A, student)
         got = {c.grade_id: c.points for nb in res.notebooks for c in nb.cells}
+        assert got.get("ring_range") == RANGE_POINTS.get(student, 1), (student, got)
         assert (got.get("ring_tests"), got.get("softmax_tests"), got.get("ring_validation")) == (ring, softmax, valid), \
             (student, got, res)
         graded = nbformat.read(root / "autograded" / student / A / "contract.ipynb", as_version=4)
