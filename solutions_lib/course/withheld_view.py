@@ -28,8 +28,9 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 #: module (relative to solutions_lib) -> names withheld at grading time: each is an answer a
 #: student builds, or the oracle a test compares an answer with.
 WITHHELD: dict[str, tuple[str, ...]] = {
-    "attention": ("FlashAttention2", "crossover_seq_len", "flash_attention2_forward", "flash_attention_backward",
-                  "flash_attention_forward", "online_softmax", "score_saturation"),
+    "attention": ("FlashAttention2", "attention_io_roofline", "crossover_seq_len", "fa1_block_sizes",
+                  "flash_attention2_forward", "flash_attention_backward", "flash_attention_forward",
+                  "flash_attention_hbm_bytes", "online_softmax", "score_saturation", "standard_attention_hbm_bytes"),
     "batch_scaling": ("linear_scaling_table", "loglog_slope", "plan_per_gpu_batch", "scale_lr"),
     "checkpointing": ("adaptive_interval", "checkpoint_overhead", "daly_interval", "first_order_waste",
                       "hazard_from_probability", "io_seconds", "young_interval"),
