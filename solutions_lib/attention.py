@@ -703,3 +703,81 @@ def attention_benchmark(seq_lens=None, device=None, batch: int = 1, heads: int =
             if out is not None:
                 out(row)
     return rows
+
+
+# ---------------------------------------------------------------- IO complexity (FA1 Theorem 2)
+#
+# Dao, Fu, Ermon, Rudra and Ré 2022, "FlashAttention: Fast and Memory-Efficient Exact Attention
+# with IO-Awareness", section 3.2. Counts are HBM element accesses (loads plus stores) of one
+# attention head's forward pass, Q, K, V, O of shape (N, d); M is the on-chip SRAM size in
+# elements. Standard attention is the paper's Algorithm 0, FlashAttention its Algorithm 1 with
+# block sizes B_c = ceil(M / (4 d)), B_r = min(B_c, d). Theorem 2: Theta(N d + N^2) and
+# Theta(N^2 d^2 / M) for d <= M <= N d; Proposition 3: no exact attention algorithm does
+# o(N^2 d^2 / M) for every M in [d, N d]. tests/test_attention.py checks both closed forms
+# against instrumented runs of the two algorithms that count every element moved.
+
+
+def _positive_bytes(bytes_per_element) -> float:
+    if isinstance(bytes_per_element, bool) or not isinstance(bytes_per_element, Real) \
+            or not math.isfinite(bytes_per_element) or bytes_per_element <= 0:
+        raise ValueError(f"bytes_per_element must be a positive number, got {bytes_per_element!r}")
+    return bytes_per_element
+
+
+def fa1_block_sizes(head_dim: int, sram_elements: int) -> tuple[int, int]:
+    """(B_r, B_c) of FlashAttention's Algorithm 1: B_c = ceil(M / (4 d)), B_r = min(B_c, d)."""
+    d = _count("head_dim", head_dim)
+    m = _count("sram_elements", sram_elements)
+    if m < 4 * d:
+        raise ValueError(f"sram_elements must be >= 4 * head_dim = {4 * d} (one row each of Q, K, V and O), got {m}")
+    b_c = -(-m // (4 * d))
+    return min(b_c, d), b_c
+
+
+def standard_attention_hbm_bytes(seq_len: int, head_dim: int, bytes_per_element=2):
+    """HBM bytes of Algorithm 0 (standard attention), one head: e (4 N d + 4 N^2).
+
+    Line 1 reads Q and K (2 N d) and writes S (N^2); line 2 reads S and writes P (2 N^2);
+    line 3 reads P and V (N^2 + N d) and writes O (N d).
+    """
+    n = _count("seq_len", seq_len)
+    d = _count("head_dim", head_dim)
+    e = _positive_bytes(bytes_per_element)
+    return e * (4 * n * d + 4 * n * n)
+
+
+def flash_attention_hbm_bytes(seq_len: int, head_dim: int, sram_elements: int, bytes_per_element=2):
+    """HBM bytes of Algorithm 1 (FlashAttention), one head: e (2 N d + T_c (3 N d + 4 N)).
+
+    K and V are read once (line 6, 2 N d). Each of the T_c = ceil(N / B_c) outer iterations
+    reads all of Q, O, l and m (line 8, 2 N d + 2 N) and writes all of O, l and m (lines 12-13,
+    N d + 2 N). The initialisation of O, l, m (line 2) is not counted. Theta(N^2 d^2 / M):
+    T_c ~ 4 N d / M, so the total is ~ 2 N d + 12 N^2 d^2 / M + 16 N^2 d / M.
+    """
+    n = _count("seq_len", seq_len)
+    _, b_c = fa1_block_sizes(head_dim, sram_elements)
+    e = _positive_bytes(bytes_per_element)
+    d = int(head_dim)
+    t_c = -(-n // b_c)
+    return e * (2 * n * d + t_c * (3 * n * d + 4 * n))
+
+
+def attention_io_roofline(seq_len: int, head_dim: int, standard_bytes, flash_bytes, peak_flops, bandwidth) -> dict:
+    """Roofline verdicts for one head's attention forward given its two HBM byte counts.
+
+    FLOPs = 4 N^2 d (Q K^T and P V, 2 N^2 d each; the softmax's O(N^2) is left out, and
+    FlashAttention's forward recomputes nothing). Intensity = FLOPs / bytes; the ridge point is
+    peak / bandwidth; a kernel is memory-bound when its intensity is below the ridge.
+    """
+    n = _count("seq_len", seq_len)
+    d = _count("head_dim", head_dim)
+    for name, v in (("standard_bytes", standard_bytes), ("flash_bytes", flash_bytes),
+                    ("peak_flops", peak_flops), ("bandwidth", bandwidth)):
+        if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name} must be a positive number, got {v!r}")
+    flops = 4.0 * n * n * d
+    ridge = peak_flops / bandwidth
+    i_std, i_fl = flops / standard_bytes, flops / flash_bytes
+    return {"ratio": standard_bytes / flash_bytes, "flops": flops, "intensity_standard": i_std,
+            "intensity_flash": i_fl, "ridge": ridge, "standard_memory_bound": bool(i_std < ridge),
+            "flash_memory_bound": bool(i_fl < ridge)}

@@ -491,3 +491,126 @@ def test_fa2_on_cuda_matches_fp32_sdpa(dtype, tol, causal):
     for name, a, b in zip(("out", "dq", "dk", "dv"), got, ref):
         assert a.dtype == dtype
         torch.testing.assert_close(a.float(), b, rtol=tol, atol=tol, msg=lambda m, n=name: f"{n}: {m}")
+
+
+# ---------------------------------------------------------------- IO complexity (FA1 Theorem 2)
+# An independent oracle: the paper's Algorithm 0 and Algorithm 1, run on tensors held in an
+# "HBM" object that counts every element loaded from or stored to it. The closed forms of
+# solutions_lib.attention must equal the counts exactly, and the outputs must equal torch's.
+
+
+class HBM:
+    """Named tensors in slow memory; load/store count elements moved (slices of rows)."""
+
+    def __init__(self, **tensors):
+        self.t = {k: v.clone() for k, v in tensors.items()}
+        self.loads = self.stores = 0
+
+    def load(self, name, rows=slice(None)):
+        x = self.t[name][rows].clone()
+        self.loads += x.numel()
+        return x
+
+    def store(self, name, value, rows=slice(None)):
+        if name not in self.t:
+            self.t[name] = torch.empty_like(value)
+        self.t[name][rows] = value
+        self.stores += value.numel()
+
+    @property
+    def moved(self):
+        return self.loads + self.stores
+
+
+def _algorithm0(q, k, v):
+    # Algorithm 0 (standard attention): S, P and O each go through HBM.
+    hbm = HBM(Q=q, K=k, V=v)
+    hbm.store("S", hbm.load("Q") @ hbm.load("K").T / math.sqrt(q.shape[1]))
+    hbm.store("P", torch.softmax(hbm.load("S"), dim=-1))
+    hbm.store("O", hbm.load("P") @ hbm.load("V"))
+    return hbm.t["O"], hbm.moved
+
+
+def _algorithm1(q, k, v, sram):
+    # Algorithm 1 of Dao et al. 2022 line by line; the SRAM-resident tiles are plain locals.
+    n, d = q.shape
+    b_c = -(-sram // (4 * d))
+    b_r = min(b_c, d)
+    hbm = HBM(Q=q, K=k, V=v, O=torch.zeros_like(q), l=torch.zeros(n, dtype=q.dtype),
+              m=torch.full((n,), -math.inf, dtype=q.dtype))               # line 2: not counted
+    tau = 1 / math.sqrt(d)
+    for j0 in range(0, n, b_c):                                           # line 5
+        kj, vj = hbm.load("K", slice(j0, j0 + b_c)), hbm.load("V", slice(j0, j0 + b_c))   # line 6
+        for i0 in range(0, n, b_r):                                       # line 7
+            rows = slice(i0, i0 + b_r)
+            qi, oi, li, mi = (hbm.load(x, rows) for x in ("Q", "O", "l", "m"))           # line 8
+            s = tau * qi @ kj.T                                           # line 9
+            m_t = s.amax(dim=1)                                           # line 10
+            p_t = torch.exp(s - m_t[:, None])
+            l_t = p_t.sum(dim=1)
+            m_new = torch.maximum(mi, m_t)                                # line 11
+            l_new = torch.exp(mi - m_new) * li + torch.exp(m_t - m_new) * l_t
+            o_new = ((li * torch.exp(mi - m_new))[:, None] * oi + torch.exp(m_t - m_new)[:, None] * (p_t @ vj)) / l_new[:, None]
+            hbm.store("O", o_new, rows)                                   # line 12
+            hbm.store("l", l_new, rows)                                   # line 13
+            hbm.store("m", m_new, rows)
+    return hbm.t["O"], hbm.moved
+
+
+IO_CASES = [(64, 8, 32), (64, 8, 100), (100, 16, 64), (97, 4, 300), (128, 16, 2048), (33, 32, 4096), (200, 8, 32 * 200)]
+
+
+@pytest.mark.parametrize("n,d,sram", IO_CASES)
+def test_hbm_closed_forms_equal_instrumented_algorithms(n, d, sram):
+    g = torch.Generator().manual_seed(n * 1000 + d)
+    q, k, v = (torch.randn(n, d, generator=g, dtype=torch.float64) for _ in range(3))
+    sdpa = F.scaled_dot_product_attention(q[None, None], k[None, None], v[None, None])[0, 0]
+    o0, moved0 = _algorithm0(q, k, v)
+    o1, moved1 = _algorithm1(q, k, v, sram)
+    torch.testing.assert_close(o0, sdpa, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(o1, sdpa, rtol=1e-10, atol=1e-12)
+    assert moved0 == A.standard_attention_hbm_bytes(n, d, 1)
+    assert moved1 == A.flash_attention_hbm_bytes(n, d, sram, 1)
+    for e in (2, 4, 0.5):
+        assert A.standard_attention_hbm_bytes(n, d, e) == e * moved0
+        assert A.flash_attention_hbm_bytes(n, d, sram, e) == e * moved1
+
+
+def test_fa1_block_sizes_and_theta_bounds():
+    assert A.fa1_block_sizes(64, 51200) == (64, 200)
+    assert A.fa1_block_sizes(64, 256) == (1, 1)
+    assert A.fa1_block_sizes(8, 1000) == (8, 32)
+    # Theorem 2: flash / (N^2 d^2 / M) stays within constants over d <= M <= N d (here M >= 4d)
+    for n, d in ((4096, 64), (16384, 128), (1024, 32)):
+        for sram in (4 * d, 16 * d, 64 * d, 1024, 8192, 65536, n * d):
+            if 4 * d <= sram <= n * d:
+                c = A.flash_attention_hbm_bytes(n, d, sram, 1) / (n * n * d * d / sram)
+                assert 2 < c < 40, (n, d, sram, c)
+    # the ratio standard / flash tends to M / (3 d^2 + 4 d) when N >> d and M is a multiple of 4 d
+    n, d, sram = 1 << 20, 64, 4 * 64 * 256
+    r = A.standard_attention_hbm_bytes(n, d) / A.flash_attention_hbm_bytes(n, d, sram)
+    assert r == pytest.approx(sram / (3 * d * d + 4 * d), rel=1e-3)
+
+
+def test_io_roofline_on_the_a100_numbers():
+    s = A.standard_attention_hbm_bytes(4096, 64, 2)
+    f = A.flash_attention_hbm_bytes(4096, 64, 51200, 2)
+    assert (s, f) == (136314880, 34766848)
+    r = A.attention_io_roofline(4096, 64, s, f, 312e12, 1.555e12)
+    assert r["ratio"] == pytest.approx(s / f) and r["flops"] == 4 * 4096 ** 2 * 64
+    assert r["intensity_standard"] == pytest.approx(31.5077, rel=1e-5)
+    assert r["intensity_flash"] == pytest.approx(123.536, rel=1e-5)
+    assert r["ridge"] == pytest.approx(200.643, rel=1e-5)
+    assert r["standard_memory_bound"] is True and r["flash_memory_bound"] is True
+    big = A.attention_io_roofline(4096, 64, s, A.flash_attention_hbm_bytes(4096, 64, 98304, 2), 312e12, 1.555e12)
+    assert big["flash_memory_bound"] is False
+
+
+@pytest.mark.parametrize("call", [
+    lambda: A.standard_attention_hbm_bytes(0, 64), lambda: A.standard_attention_hbm_bytes(64, 2.5),
+    lambda: A.standard_attention_hbm_bytes(64, 64, 0), lambda: A.flash_attention_hbm_bytes(64, 64, 255),
+    lambda: A.flash_attention_hbm_bytes(64, 64, 4096, -2), lambda: A.flash_attention_hbm_bytes(True, 64, 4096),
+    lambda: A.attention_io_roofline(64, 64, 0, 10, 1e12, 1e12), lambda: A.attention_io_roofline(64, 64, 10, 10, 1e12, math.inf)])
+def test_io_functions_reject_bad_arguments(call):
+    with pytest.raises(ValueError):
+        call()
