@@ -553,6 +553,34 @@ def pp_crossover_tokens(hidden, layers_per_stage, alpha, bandwidth, peak_flops, 
     return math.inf if slope <= 0 else 2.0 * alpha / slope
 
 
+def cp_comm_compute_times(chunk_tokens, hidden, alpha, bandwidth, peak_flops, bytes_per_element=2,
+                          causal=False) -> tuple[float, float]:
+    """One ring-attention step of context parallelism, forward, one layer (all heads): a rank
+    holding c = `chunk_tokens` query tokens attends to one K/V chunk of c tokens while it passes
+    that chunk on to the next rank. comm = alpha + 2 c h e / B (K and V, point to point);
+    compute = 4 c^2 h / peak_flops (Q K^T and P V, 2 c^2 h FLOPs each). causal=True: the
+    load-balanced (zig-zag) layout, in which every step computes half a block on average,
+    2 c^2 h FLOPs. Liu, Zaharia and Abbeel, "Ring Attention with Blockwise Transformers" (2023)."""
+    c, h = _int("chunk_tokens", chunk_tokens), _int("hidden", hidden)
+    e, F = _pos("bytes_per_element", bytes_per_element), _pos("peak_flops", peak_flops)
+    comm = _comms.alpha_beta_time(2 * c * h * e, alpha, bandwidth)
+    return float(comm), (2.0 if causal else 4.0) * c * c * h / F
+
+
+def cp_crossover_tokens(hidden, alpha, bandwidth, peak_flops, bytes_per_element=2, causal=False) -> float:
+    """Chunk length c* (tokens per rank) above which one block's attention hides the K/V hop:
+    k c^2 h / F = alpha + 2 c h e / B with k = 4 (k = 2 causal, zig-zag), so
+    c* = (b + sqrt(b^2 + 4 a alpha)) / (2 a), a = k h / F, b = 2 h e / B. Bandwidth part alone
+    (alpha = 0): c* = 2 e F / (k B) = e F / (2 B), independent of the width: the ring-attention
+    condition that the block size exceed the FLOPs-to-bandwidth ratio."""
+    h = _int("hidden", hidden)
+    e, F = _pos("bytes_per_element", bytes_per_element), _pos("peak_flops", peak_flops)
+    _, alpha, B = _comms._link(0.0, alpha, bandwidth)
+    a = (2.0 if causal else 4.0) * h / F
+    b = 2.0 * h * e / B
+    return (b + math.sqrt(b * b + 4 * a * alpha)) / (2 * a)
+
+
 # ---------------------------------------------------------------- sharded state per rank
 
 SHARDING_STRATEGIES = ("NO_SHARD", "ZERO1", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD")

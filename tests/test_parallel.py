@@ -536,3 +536,30 @@ def test_best_layout_for_gpt3_175b_against_megatron_lm():
 def test_layout_planner_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_cp_times_and_crossover_by_hand(causal):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    c, h, alpha, B, F, e = 64, 32, 3e-6, 4e10, 1e14, 2
+    comm, comp = P.cp_comm_compute_times(c, h, alpha, B, F, e, causal=causal)
+    q, k, v = (torch.randn(c, h) for _ in range(3))
+    with FlopCounterMode(display=False) as fc:       # torch's own count of one block's matmuls
+        torch.softmax(q @ k.T, -1) @ v
+    block_flops = fc.get_total_flops()
+    assert block_flops == 4 * c * c * h
+    assert comp == pytest.approx((0.5 if causal else 1.0) * block_flops / F)
+    assert comm == pytest.approx(alpha + (k.numel() + v.numel()) * e / B)   # the K and V chunk, one hop
+    cs = P.cp_crossover_tokens(h, alpha, B, F, e, causal=causal)
+    lhs = (2 if causal else 4) * cs * cs * h / F
+    assert lhs == pytest.approx(alpha + 2 * cs * h * e / B)
+    above, below = (P.cp_comm_compute_times(n, h, alpha, B, F, e, causal=causal) for n in (int(cs) + 1, int(cs) - 1))
+    assert above[1] >= above[0] and below[1] < below[0]
+    # bandwidth part alone: c* = e F / (2 B) (x2 for causal), whatever the width
+    for width in (128, 8192):
+        assert P.cp_crossover_tokens(width, 0.0, B, F, e, causal=causal) == pytest.approx((2 if causal else 1) * e * F / (2 * B))
+    with pytest.raises(ValueError):
+        P.cp_crossover_tokens(h, alpha, 0.0, F, e)
+    with pytest.raises(ValueError):
+        P.cp_comm_compute_times(0, h, alpha, B, F, e)
