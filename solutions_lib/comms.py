@@ -571,3 +571,253 @@ def allreduce_benchmark(sizes: Sequence[int] = DEFAULT_SIZES, fit_max_bytes: flo
                   busbw=np.array([bus_bandwidth("all_reduce", s, t, world_size) for s, t in zip(sizes, measured)]),
                   max_abs_error_held_out=float(np.max(np.abs(report["rel_error"][held]))) if held.any() else math.nan)
     return report
+
+
+# ================================================================ LES-6.1 extension: what NCCL does
+# Pipelined double binary trees, the LL / LL128 / Simple protocols, and all-to-all (expert
+# parallelism). Notebook 05 theory, section 3c. Everything below is an addition; nothing above
+# depends on it.
+
+__all__ += [
+    "binary_tree_depth", "pipelined_tree_allreduce_time", "optimal_tree_chunks", "pipelined_tree_best_time",
+    "PROTOCOL_EFFICIENCY", "EXAMPLE_PROTOCOL_LATENCIES", "protocol_time", "best_protocol",
+    "protocol_crossover_bytes", "all_to_all_time", "moe_alltoall_bytes", "tp_allreduce_bytes_per_layer",
+]
+
+
+def binary_tree_depth(n: int) -> int:
+    """D = ceil(log2(n+1)) - 1 = floor(log2 n): edges on the longest root-to-leaf path of the
+    complete binary tree on n ranks (heap numbering: rank i has children 2i+1 and 2i+2)."""
+    n = _world(n)
+    return n.bit_length() - 1
+
+
+def _chunks(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, (Integral, Real)) or not math.isfinite(float(k)) \
+            or float(k) != int(k) or k < 1:
+        raise ValueError(f"chunks must be a whole number >= 1, got {k!r}")
+    return int(k)
+
+
+def pipelined_tree_allreduce_time(n: int, nbytes: float, alpha: float, bandwidth: float, chunks: int) -> float:
+    """NCCL-style pipelined double-binary-tree all-reduce: ``(2D + k - 1)(alpha + 2 S / (k B))``.
+
+    The model (stated in full in notebook 05 theory, section 3c):
+
+    * two complementary binary trees on the n ranks (tree B is tree A mirrored, rank r at
+      position n-1-r, so every rank is an inner node in at most one of them; Sanders, Speck and
+      Träff, "Two-tree algorithms for full bandwidth broadcast, reduction and scan", Parallel
+      Computing 2009; NCCL 2.4, "Massively Scale Your Deep Learning Training with NCCL 2.4",
+      NVIDIA blog 2019). Each tree all-reduces one half of the buffer, S/2, cut into k chunks of
+      S/(2k) bytes.
+    * the reduce climbs the tree and the broadcast descends it, pipelined: in each round every
+      tree edge carries at most one chunk each way, and a node forwards chunk j one round after it
+      has chunk j from all its children (reduce) or from its parent (broadcast). The root starts
+      broadcasting chunk j as soon as it has reduced it. The last chunk reaches the deepest leaf
+      after 2D + k - 1 rounds (D = `binary_tree_depth(n)`).
+    * one round costs one latency plus what the busiest rank sends through its link of
+      bandwidth B (the same per-rank B as in `ring_allreduce_time`): in steady state an inner node
+      sends one chunk up and two down in its own tree and one up as a leaf of the other, 4 chunks
+      of S/(2k): ``alpha + 2 S / (k B)``.
+
+    k -> infinity gives the bandwidth term 2 S / B (the ring's 2 (n-1)/n S / B); k = 1 the
+    unpipelined 2D (alpha + 2S/B). One rank: 0 seconds.
+    """
+    n = _world(n)
+    nbytes, alpha, bandwidth = _link(nbytes, alpha, bandwidth)
+    k = _chunks(chunks)
+    if n == 1:
+        return 0.0
+    D = binary_tree_depth(n)
+    return (2 * D + k - 1) * (alpha + 2 * nbytes / (k * bandwidth))
+
+
+def optimal_tree_chunks(n: int, nbytes: float, alpha: float, bandwidth: float) -> float:
+    """The number of chunks that minimises `pipelined_tree_allreduce_time` over real k >= 1.
+
+    T(k) = (a + k)(alpha + b / k) with a = 2D - 1 and b = 2S/B; dT/dk = alpha - a b / k^2 = 0 at
+    ``k* = sqrt((2D - 1) * 2 S / (alpha B))``; T is convex in k > 0, so below k* = 1 the best
+    allowed k is 1. The integer optimum is floor(k*) or ceil(k*). Needs n >= 2 (one rank has
+    nothing to pipeline) and alpha > 0 (without latency every extra chunk helps: k* = infinity).
+    """
+    n = _world(n)
+    nbytes, alpha, bandwidth = _link(nbytes, alpha, bandwidth)
+    if n < 2:
+        raise ValueError("optimal_tree_chunks needs n >= 2 ranks: one rank sends nothing to pipeline")
+    if alpha <= 0:
+        raise ValueError("optimal_tree_chunks needs alpha > 0: without latency every extra chunk helps (k* is infinite)")
+    D = binary_tree_depth(n)
+    return max(1.0, math.sqrt((2 * D - 1) * 2 * nbytes / (alpha * bandwidth)))
+
+
+def pipelined_tree_best_time(n: int, nbytes: float, alpha: float, bandwidth: float) -> float:
+    """``T(k*) = (sqrt((2D-1) alpha) + sqrt(2 S / B))^2`` seconds (when k* > 1; else T(1) = 2D (alpha + 2S/B)).
+
+    Expanding: (2D-1) alpha + 2 S/B + 2 sqrt((2D-1) alpha * 2S/B). Small S: about (2D - 1) alpha,
+    the tree's logarithmic latency; large S: 2 S/B plus a term that grows only like sqrt(S), so
+    the time per byte tends to the ring's. One rank: 0; alpha = 0: the limit 2 S / B.
+    """
+    n = _world(n)
+    nbytes, alpha, bandwidth = _link(nbytes, alpha, bandwidth)
+    if n == 1:
+        return 0.0
+    D = binary_tree_depth(n)
+    b = 2 * nbytes / bandwidth
+    if alpha == 0:
+        return b
+    if (2 * D - 1) * b <= alpha:  # k* <= 1: one chunk
+        return 2 * D * (alpha + b)
+    return (math.sqrt((2 * D - 1) * alpha) + math.sqrt(b)) ** 2
+
+
+# ---------------------------------------------------------------- NCCL's protocols
+
+#: Fraction of the bytes on the wire that are payload: a structural fact of each protocol.
+#: LL ("low latency") stores 8-byte lines of 4 data bytes and a 4-byte flag, LL128 128-byte lines
+#: of 120 data bytes and an 8-byte flag, Simple sends plain data and synchronises with memory
+#: fences and a flag per step (NVIDIA NCCL, src/device/prims_ll.h, prims_ll128.h, prims_simple.h).
+PROTOCOL_EFFICIENCY = {"LL": 4 / 8, "LL128": 120 / 128, "Simple": 1.0}
+
+#: Illustrative per-step latencies (seconds): of the order of the NVLink per-hop latencies of
+#: NCCL's own tuning model (src/graph/tuning.cc, hwLat: ring LL ~0.5 us, LL128 ~1.9 us, Simple
+#: ~3.4 us). They are parameters, not facts: they depend on the hardware and the NCCL version.
+EXAMPLE_PROTOCOL_LATENCIES = {"LL": 0.5e-6, "LL128": 2e-6, "Simple": 4e-6}
+
+_RING_STEPS = {"all_reduce": lambda n: 2 * (n - 1), "reduce_scatter": lambda n: n - 1, "all_gather": lambda n: n - 1}
+_RING_VOLUME = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+                "all_gather": lambda n: (n - 1) / n}
+
+
+def _ring_op(op) -> str:
+    key = str(op).lower().replace("-", "_")
+    key = {"allreduce": "all_reduce", "reducescatter": "reduce_scatter", "allgather": "all_gather"}.get(key, key)
+    if key not in _RING_STEPS:
+        raise ValueError(f"op must be one of {sorted(_RING_STEPS)}, got {op!r}")
+    return key
+
+
+def _protocol(name) -> str:
+    if name not in PROTOCOL_EFFICIENCY:
+        raise ValueError(f"protocol must be one of {sorted(PROTOCOL_EFFICIENCY)}, got {name!r}")
+    return name
+
+
+def _latencies(latencies) -> dict:
+    if not isinstance(latencies, Mapping) or not latencies:
+        raise ValueError("latencies must be a non-empty dict {protocol name: seconds per step}")
+    out = {}
+    for name, lat in latencies.items():
+        _protocol(name)
+        non_negative(f"latencies[{name!r}] (seconds per step)", lat)
+        out[name] = float(lat)
+    return out
+
+
+def protocol_time(op: str, n: int, nbytes: float, bandwidth: float, protocol: str, latency: float) -> float:
+    """Ring collective `op` with NCCL protocol `protocol`: ``steps(n) * latency + volume(n) * S / (B * eff)``.
+
+    steps and volume are the ring's: all_reduce 2(n-1) steps and 2(n-1)/n S per rank,
+    reduce_scatter and all_gather n-1 and (n-1)/n S. eff = PROTOCOL_EFFICIENCY[protocol] (4/8,
+    120/128, 1): the protocol puts S / eff bytes on the wire for S bytes of data. `latency` is
+    the protocol's per-step latency (seconds), a parameter. One rank: 0.
+    """
+    key = _ring_op(op)
+    n = _world(n)
+    nbytes, latency, bandwidth = _link(nbytes, latency, bandwidth)
+    eff = PROTOCOL_EFFICIENCY[_protocol(protocol)]
+    return _RING_STEPS[key](n) * latency + _RING_VOLUME[key](n) * nbytes / (bandwidth * eff)
+
+
+def best_protocol(op: str, n: int, nbytes: float, bandwidth: float, latencies: Mapping[str, float]) -> str:
+    """The protocol of `latencies` ({name: per-step latency}) with the smallest `protocol_time`.
+
+    Ties go to the protocol listed first in `latencies`. NCCL's tuner makes the same choice with
+    its own latency and bandwidth tables (and caps LL's and LL128's bandwidth further).
+    """
+    key = _ring_op(op)
+    lats = _latencies(latencies)
+    best, best_t = None, math.inf
+    for name, lat in lats.items():
+        t = protocol_time(key, n, nbytes, bandwidth, name, lat)
+        if t < best_t:
+            best, best_t = name, t
+    return best
+
+
+def protocol_crossover_bytes(op: str, n: int, bandwidth: float, latencies: Mapping[str, float],
+                             a: str, b: str) -> float:
+    """The size S (bytes) at which protocols `a` and `b` take the same time.
+
+    With lo the less efficient of the two and hi the other:
+    ``S* = steps(n) (lat_hi - lat_lo) B / (volume(n) (1/eff_lo - 1/eff_hi))``: below S* the
+    lower-latency protocol wins, above it the higher-efficiency one. 0 when the more efficient
+    protocol is never slower (its latency is not higher) and for one rank. ValueError when a and
+    b are the same protocol (they never cross).
+    """
+    key = _ring_op(op)
+    n = _world(n)
+    positive("bandwidth (bytes per second)", bandwidth)
+    lats = _latencies(latencies)
+    for name in (a, b):
+        _protocol(name)
+        if name not in lats:
+            raise ValueError(f"latencies has no entry for protocol {name!r}")
+    if a == b:
+        raise ValueError(f"a and b must be two different protocols, got {a!r} twice")
+    lo, hi = sorted((a, b), key=lambda p: PROTOCOL_EFFICIENCY[p])
+    if n == 1:
+        return 0.0
+    num = _RING_STEPS[key](n) * (lats[hi] - lats[lo]) * float(bandwidth)
+    den = _RING_VOLUME[key](n) * (1 / PROTOCOL_EFFICIENCY[lo] - 1 / PROTOCOL_EFFICIENCY[hi])
+    return max(0.0, num / den)
+
+
+# ---------------------------------------------------------------- all-to-all (expert parallelism)
+
+
+def all_to_all_time(n: int, nbytes: float, alpha: float, bandwidth: float) -> float:
+    """Pairwise-exchange all-to-all: ``(n-1) alpha + (n-1)/n * nbytes / bandwidth`` seconds.
+
+    Every rank holds `nbytes` (S) cut into n blocks of S/n, block j for rank j. In step
+    s = 1..n-1 rank r sends block r+s to rank r+s and receives from rank r-s (mod n); its own
+    block stays. n-1 messages of S/n each (Thakur, Rabenseifner and Gropp 2005). nccl-tests
+    reports all-to-all busbw with the factor (n-1)/n for the same reason.
+    """
+    n = _world(n)
+    nbytes, alpha, bandwidth = _link(nbytes, alpha, bandwidth)
+    return (n - 1) * alpha + (n - 1) / n * nbytes / bandwidth
+
+
+def moe_alltoall_bytes(tokens: int, top_k: int, hidden: int, bytes_per_element: float = 2,
+                       backward: bool = True) -> float:
+    """All-to-all buffer bytes of one MoE layer on one rank for one step: ``c * tokens * top_k * hidden * b``.
+
+    Dispatch sends every token's hidden vector to each of its top_k experts (a buffer of
+    tokens * top_k * hidden * b bytes), combine brings the expert outputs back (as many bytes):
+    2 all-to-alls in the forward; the backward runs both again for the gradients: c = 4
+    (c = 2 with backward=False). Under uniform routing over n expert-parallel ranks a fraction
+    (n-1)/n of each buffer leaves the rank (`all_to_all_time` with nbytes = one buffer).
+    """
+    positive("tokens", tokens, integer=True)
+    positive("top_k", top_k, integer=True)
+    positive("hidden", hidden, integer=True)
+    positive("bytes_per_element", bytes_per_element)
+    return (4 if backward else 2) * float(tokens) * float(top_k) * float(hidden) * float(bytes_per_element)
+
+
+def tp_allreduce_bytes_per_layer(tokens: int, hidden: int, tp: int, bytes_per_element: float = 2,
+                                 blocks: int = 1, backward: bool = True) -> float:
+    """Bytes each rank sends for the tensor-parallel all-reduces of `blocks` sharded blocks in one step.
+
+    Megatron TP (Shoeybi et al. 2019) all-reduces the (tokens, hidden) activation once after each
+    row-parallel block in the forward and once per block in the backward (the conjugate of the
+    column-parallel input): ``(2 if backward else 1) * blocks * 2 (tp-1)/tp * tokens * hidden * b``
+    with a ring all-reduce. blocks = 1: the MLP (FFN) of a layer, the block an MoE layer replaces;
+    blocks = 2: attention and MLP.
+    """
+    positive("tokens", tokens, integer=True)
+    positive("hidden", hidden, integer=True)
+    tp = _world(tp, "tp (tensor-parallel ranks)")
+    positive("bytes_per_element", bytes_per_element)
+    positive("blocks", blocks, integer=True)
+    return (2 if backward else 1) * int(blocks) * 2 * (tp - 1) / tp * float(tokens) * float(hidden) * float(bytes_per_element)

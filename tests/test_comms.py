@@ -540,3 +540,273 @@ def test_flat_allreduce_channels_price_every_nic():
     assert eight == pytest.approx(254 * 15e-6 + 2 * 127 / 128 * 1e9 / (8 * 25e9))
     with pytest.raises(ValueError):
         C.flat_allreduce_time(16, 8, 1e9, 5e-6, 150e9, 15e-6, 25e9, channels=0)
+
+
+# ================================================================ section 3c: what NCCL does
+# Pipelined double binary trees against a round-by-round simulation of chunk arrivals, the
+# protocol model against its own crossovers, all-to-all against a pairwise-exchange simulation
+# and a real gloo all_to_all_single, the MoE byte count against an explicit routing.
+
+
+def _heap_tree(n):
+    """Parent of each position in the complete binary tree on n positions (heap numbering)."""
+    return [None] + [(i - 1) // 2 for i in range(1, n)]
+
+
+def sim_double_tree_allreduce(data, k):
+    """Round-by-round pipelined reduce + broadcast over two mirrored binary trees.
+
+    Tree A puts rank r at heap position r, tree B at position n-1-r; tree A all-reduces the first
+    half of every buffer, tree B the second, each half in k chunks. Rules: an edge carries one
+    chunk per round in each direction, in chunk order; a node sends chunk j up the round after it
+    holds chunk j from all its children, the root turns a reduced chunk around at once, a node
+    sends chunk j down the round after it got it from its parent. Returns (buffers after, rounds,
+    chunks sent by each rank in each round (rounds x n), bytes sent per rank, max chunk bytes).
+    """
+    n = len(data)
+    halves = [np.array_split(d.astype(np.float64), 2) for d in data]
+    out = [np.zeros_like(d, dtype=np.float64) for d in data]
+    parent = _heap_tree(n)
+    sends = {}                         # (round, rank) -> chunks sent in that round
+    sent_bytes = np.zeros(n)
+    last_round = 0
+    max_chunk = 0
+    for tree in (0, 1):
+        rank_at = (lambda p: p) if tree == 0 else (lambda p: n - 1 - p)
+        chunks = [np.array_split(halves[rank_at(p)][tree], k) for p in range(n)]  # per position
+        acc = [[c.copy() for c in chunks[p]] for p in range(n)]
+        up_have = np.zeros((n, k))     # round at whose end position p holds the reduced chunk j
+        for p in range(n - 1, 0, -1):  # children before parents
+            free = 0
+            for j in range(k):
+                start = max(up_have[p, j], free)
+                free = start + 1
+                q = parent[p]
+                up_have[q, j] = max(up_have[q, j], free)
+                acc[q][j] += acc[p][j]
+                sends[(start, rank_at(p))] = sends.get((start, rank_at(p)), 0) + 1
+                sent_bytes[rank_at(p)] += acc[p][j].nbytes
+                max_chunk = max(max_chunk, acc[p][j].nbytes)
+        down_have = np.zeros((n, k))
+        down_have[0] = up_have[0]
+        result = [[None] * k for _ in range(n)]
+        result[0] = [c.copy() for c in acc[0]]
+        for p in range(1, n):          # parents before children
+            q = parent[p]
+            free = 0
+            for j in range(k):
+                start = max(down_have[q, j], free)
+                free = start + 1
+                down_have[p, j] = free
+                result[p][j] = result[q][j].copy()
+                sends[(start, rank_at(q))] = sends.get((start, rank_at(q)), 0) + 1
+                sent_bytes[rank_at(q)] += result[q][j].nbytes
+        last_round = max(last_round, int(down_have.max()), int(up_have[0].max()))
+        for p in range(n):
+            r = rank_at(p)
+            half = np.concatenate(result[p])
+            lo = 0 if tree == 0 else halves[r][0].size
+            out[r][lo:lo + half.size] = half
+    per_round = np.zeros((last_round, n), dtype=int)
+    for (rnd, r), c in sends.items():
+        per_round[int(rnd), r] += c
+    return out, last_round, per_round, sent_bytes, max_chunk
+
+
+@pytest.mark.parametrize("n,k", [(2, 1), (2, 5), (3, 4), (4, 3), (5, 1), (5, 7), (8, 6), (13, 9), (16, 4), (31, 3)])
+def test_pipelined_tree_rounds_and_result_match_a_simulation(n, k):
+    rng = np.random.default_rng(n * 100 + k)
+    per = 2 * k * 4                                      # float64 elements: halves split evenly into k chunks
+    data = [rng.standard_normal(per) for _ in range(n)]
+    out, rounds, per_round, sent, chunk = sim_double_tree_allreduce(data, k)
+    total = np.sum(data, axis=0)
+    for o in out:
+        np.testing.assert_allclose(o, total, rtol=1e-12, atol=1e-12)
+    D = C.binary_tree_depth(n)
+    assert D == math.ceil(math.log2(n + 1)) - 1
+    assert rounds == 2 * D + k - 1                       # the pipeline's length
+    S = data[0].nbytes
+    assert chunk == S / (2 * k)
+    assert per_round.max() <= 4                          # the busiest rank: 4 chunks per round
+    if n >= 5 and k >= 2 * D + 1:
+        assert per_round.max() == 4
+    assert sent.max() <= 2 * S + 1e-9                    # the ring-like volume, 2S per rank at most
+    if n >= 5:
+        assert sent.max() == 2 * S
+    # the closed form charges every round the busiest rank's steady-state cost
+    alpha, B = 3e-6, 7e9
+    t_round = alpha + 4 * chunk / B
+    assert C.pipelined_tree_allreduce_time(n, S, alpha, B, k) == pytest.approx(rounds * t_round, rel=1e-12)
+    # a round costs what its busiest rank sends: the closed form is an upper bound of that finer count
+    t_fine = sum(alpha + r.max() * chunk / B for r in per_round)
+    assert t_fine <= C.pipelined_tree_allreduce_time(n, S, alpha, B, k) * (1 + 1e-12)
+
+
+def test_pipelined_tree_fine_count_approaches_the_closed_form_for_many_chunks():
+    n, alpha, B = 13, 2e-6, 10e9
+    ratios = []
+    for k in (4, 16, 64):
+        data = [np.ones(2 * k * 2) for _ in range(n)]
+        _, rounds, per_round, _, chunk = sim_double_tree_allreduce(data, k)
+        t_fine = sum(alpha + r.max() * chunk / B for r in per_round)
+        ratios.append(t_fine / C.pipelined_tree_allreduce_time(n, data[0].nbytes, alpha, B, k))
+    assert ratios[0] < ratios[1] < ratios[2] <= 1 and ratios[2] > 0.95
+
+
+@pytest.mark.parametrize("n,S,alpha,B", [(8, 1e8, 1e-5, 5e10), (64, 4e3, 5e-6, 25e9), (1024, 256e6, 5e-6, 25e9),
+                                         (5, 3e5, 2e-6, 1e10), (1000, 1e6, 1e-5, 1e11), (2, 1e9, 1e-6, 1e9)])
+def test_optimal_chunks_closed_form_against_brute_force(n, S, alpha, B):
+    D = C.binary_tree_depth(n)
+    ks = np.arange(1, 200_001)
+    T = (2 * D + ks - 1) * (alpha + 2 * S / (ks * B))   # the simulated round count times the round cost
+    assert C.pipelined_tree_allreduce_time(n, S, alpha, B, int(ks[0])) == pytest.approx(T[0])
+    k_best = int(ks[np.argmin(T)])
+    kstar = C.optimal_tree_chunks(n, S, alpha, B)
+    assert math.floor(kstar) <= k_best <= math.ceil(kstar)
+    best = C.pipelined_tree_best_time(n, S, alpha, B)
+    assert best <= T.min() * (1 + 1e-12)
+    assert best == pytest.approx(C.pipelined_tree_allreduce_time(n, S, alpha, B, 1) if kstar == 1
+                                 else (2 * D + kstar - 1) * (alpha + 2 * S / (kstar * B)), rel=1e-12)
+    assert T.min() <= best * (1 + 1 / kstar)            # the integer optimum is close to the real one
+
+
+def test_pipelined_tree_limits():
+    n, alpha, B = 1024, 5e-6, 25e9
+    D = C.binary_tree_depth(n)
+    assert D == 10
+    # tiny buffers: the log latency; huge buffers: the ring-like 2S/B
+    assert C.pipelined_tree_best_time(n, 8, alpha, B) == pytest.approx(2 * D * (alpha + 16 / B))
+    big = 1e12
+    assert C.pipelined_tree_best_time(n, big, alpha, B) / (2 * big / B) == pytest.approx(1, rel=0.01)
+    assert C.pipelined_tree_best_time(n, big, alpha, B) > C.ring_allreduce_time(n, big, 0.0, B)
+    # at scale the pipelined tree beats the ring for mid-size buffers and the binomial tree for large ones
+    S = 16e6
+    assert C.pipelined_tree_best_time(n, S, alpha, B) < C.ring_allreduce_time(n, S, alpha, B)
+    assert C.pipelined_tree_best_time(n, S, alpha, B) < C.tree_allreduce_time(n, S, alpha, B)
+    assert C.pipelined_tree_best_time(n, 1e9, 0.0, B) == 2e9 / B
+    assert C.pipelined_tree_allreduce_time(1, 1e9, 1e-5, 1e9, 7) == 0.0
+    assert C.pipelined_tree_best_time(1, 1e9, 1e-5, 1e9) == 0.0
+    # k = 1 is the unpipelined tree over both halves: 2D rounds of the full 2S/B
+    assert C.pipelined_tree_allreduce_time(8, 1e6, 1e-5, 1e9, 1) == pytest.approx(6 * (1e-5 + 2e-3))
+
+
+def test_protocols_structural_facts_and_crossovers():
+    assert C.PROTOCOL_EFFICIENCY == {"LL": 0.5, "LL128": 0.9375, "Simple": 1.0}
+    lat = C.EXAMPLE_PROTOCOL_LATENCIES
+    assert lat["LL"] < lat["LL128"] < lat["Simple"]
+    for op, steps, vol in [("all_reduce", 14, 1.75), ("reduce_scatter", 7, 0.875), ("all_gather", 7, 0.875)]:
+        for p in lat:
+            t = C.protocol_time(op, 8, 1e6, 50e9, p, lat[p])
+            assert t == pytest.approx(steps * lat[p] + vol * 1e6 / (50e9 * C.PROTOCOL_EFFICIENCY[p]))
+        for a, b in [("LL", "LL128"), ("LL128", "Simple"), ("LL", "Simple")]:
+            s = C.protocol_crossover_bytes(op, 8, 50e9, lat, a, b)
+            assert s == C.protocol_crossover_bytes(op, 8, 50e9, lat, b, a) > 0
+            ta, tb = (C.protocol_time(op, 8, s, 50e9, p, lat[p]) for p in (a, b))
+            assert ta == pytest.approx(tb, rel=1e-9)
+            lo = C.best_protocol(op, 8, s * 0.99, 50e9, {a: lat[a], b: lat[b]})
+            hi = C.best_protocol(op, 8, s * 1.01, 50e9, {a: lat[a], b: lat[b]})
+            assert (lo, hi) == (a, b)
+    # three protocols: LL, then LL128, then Simple as the buffer grows; each is best somewhere
+    sizes = np.logspace(2, 10, 400)
+    picks = [C.best_protocol("all_reduce", 8, s, 50e9, lat) for s in sizes]
+    changes = [p for i, p in enumerate(picks) if i == 0 or p != picks[i - 1]]
+    assert changes == ["LL", "LL128", "Simple"]
+    for s, p in zip(sizes, picks):  # brute force over the three times
+        assert p == min(lat, key=lambda q: C.protocol_time("all_reduce", 8, s, 50e9, q, lat[q]))
+    # a more efficient protocol that is not slower to start is never beaten: crossover 0
+    assert C.protocol_crossover_bytes("all_reduce", 8, 50e9, {"LL": 2e-6, "Simple": 1e-6}, "LL", "Simple") == 0.0
+    assert C.best_protocol("all_reduce", 8, 1e3, 50e9, {"LL": 1e-6, "LL128": 1e-6}) == "LL128"
+    assert C.best_protocol("all_reduce", 8, 0, 50e9, {"LL128": 1e-6, "LL": 1e-6}) == "LL128"  # tie: first listed
+    assert C.protocol_time("all_reduce", 1, 1e9, 1e9, "LL", 1e-6) == 0.0
+
+
+def sim_pairwise_all_to_all(blocks):
+    """blocks[r][j]: what rank r has for rank j. Step s: r sends blocks[r][(r+s)%n] to (r+s)%n."""
+    n = len(blocks)
+    recv = [[None] * n for _ in range(n)]
+    sent = np.zeros(n)
+    for r in range(n):
+        recv[r][r] = blocks[r][r].copy()
+    steps = 0
+    for s in range(1, n):
+        for r in range(n):
+            dst = (r + s) % n
+            recv[dst][r] = blocks[r][dst].copy()
+            sent[r] += blocks[r][dst].nbytes
+        steps += 1
+    return recv, steps, sent
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+def test_all_to_all_simulation_matches_closed_form(n):
+    rng = np.random.default_rng(n)
+    blocks = [[rng.standard_normal(16) for _ in range(n)] for _ in range(n)]
+    recv, steps, sent = sim_pairwise_all_to_all(blocks)
+    for r in range(n):
+        for j in range(n):
+            np.testing.assert_array_equal(recv[r][j], blocks[j][r])   # a transpose
+    S = 16 * 8 * n
+    alpha, B = 4e-6, 3e9
+    assert C.all_to_all_time(n, S, alpha, B) == pytest.approx(steps * alpha + sent[0] / B, abs=1e-18)
+    assert np.all(sent == (n - 1) / n * S)
+
+
+def test_gloo_all_to_all_single_is_the_transpose():
+    import torch.distributed as dist
+
+    def body(rank, world):
+        x = torch.arange(world * 3, dtype=torch.float32) + 100 * rank
+        y = torch.empty_like(x)
+        dist.all_to_all_single(y, x)
+        return y
+
+    n = 2
+    ys = launch(body, n, timeout=60)
+    for r, y in enumerate(ys):
+        want = torch.cat([(torch.arange(n * 3, dtype=torch.float32) + 100 * j)[3 * r:3 * r + 3] for j in range(n)])
+        assert torch.equal(y, want)
+
+
+def test_moe_bytes_against_an_explicit_routing():
+    rng = np.random.default_rng(7)
+    tokens, top_k, hidden, n_exp, b = 96, 2, 32, 8, 2
+    x = rng.standard_normal((tokens, hidden)).astype(np.float16)
+    logits = rng.standard_normal((tokens, n_exp))
+    choice = np.argsort(-logits, axis=1)[:, :top_k]
+    dispatch = np.concatenate([x[(choice == e).any(axis=1)] for e in range(n_exp)])  # each expert's tokens
+    assert dispatch.shape == (tokens * top_k, hidden)                                  # one row per (token, choice)
+    combine = dispatch.copy()                                                          # expert outputs, same shape
+    fwd = dispatch.nbytes + combine.nbytes
+    assert C.moe_alltoall_bytes(tokens, top_k, hidden, b, backward=False) == fwd
+    assert C.moe_alltoall_bytes(tokens, top_k, hidden, b) == 2 * fwd
+    # TP: one all-reduce of the (tokens, hidden) activation per block and direction
+    act = x.nbytes
+    for tp in (1, 2, 8):
+        assert C.tp_allreduce_bytes_per_layer(tokens, hidden, tp, b) == pytest.approx(
+            2 * C.ring_allreduce_bytes_per_rank(tp, act))
+        assert C.tp_allreduce_bytes_per_layer(tokens, hidden, tp, b, blocks=2, backward=False) == pytest.approx(
+            2 * C.ring_allreduce_bytes_per_rank(tp, act))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: C.pipelined_tree_allreduce_time(0, 1e6, 1e-5, 1e9, 4),
+    lambda: C.pipelined_tree_allreduce_time(4, 1e6, 1e-5, 1e9, 0),
+    lambda: C.pipelined_tree_allreduce_time(4, 1e6, 1e-5, 1e9, 2.5),
+    lambda: C.pipelined_tree_allreduce_time(4, -1, 1e-5, 1e9, 2),
+    lambda: C.optimal_tree_chunks(1, 1e6, 1e-5, 1e9),
+    lambda: C.optimal_tree_chunks(8, 1e6, 0.0, 1e9),
+    lambda: C.pipelined_tree_best_time(8, 1e6, 1e-5, 0),
+    lambda: C.protocol_time("broadcast", 8, 1e6, 1e9, "LL", 1e-6),
+    lambda: C.protocol_time("all_reduce", 8, 1e6, 1e9, "LL64", 1e-6),
+    lambda: C.best_protocol("all_reduce", 8, 1e6, 1e9, {}),
+    lambda: C.best_protocol("all_reduce", 8, 1e6, 1e9, {"LL": -1e-6}),
+    lambda: C.protocol_crossover_bytes("all_reduce", 8, 1e9, {"LL": 1e-6, "Simple": 4e-6}, "LL", "LL"),
+    lambda: C.protocol_crossover_bytes("all_reduce", 8, 1e9, {"LL": 1e-6}, "LL", "Simple"),
+    lambda: C.all_to_all_time(0, 1e6, 1e-5, 1e9),
+    lambda: C.moe_alltoall_bytes(0, 2, 4096),
+    lambda: C.moe_alltoall_bytes(1024, 2.5, 4096),
+    lambda: C.tp_allreduce_bytes_per_layer(1024, 4096, 0),
+])
+def test_nccl_section_bad_input_raises_value_error(call):
+    with pytest.raises(ValueError):
+        call()
