@@ -115,6 +115,9 @@ def activation_bytes_per_layer(seq_len, batch, hidden, heads, tp=1, sequence_par
                  tensor + sequence parallel:          s b h / t (34 + 5 a s / h)
       selective: the 5 a s / h term is dropped (attention core recomputed):
                  s b h (10 + 24/t), or 34 s b h / t with sequence parallelism
+                 (FlashAttention gives the same bytes without a separate recompute pass: it never
+                 stores the s x s scores, and its backward rebuilds them from Q, K and the row
+                 logsumexp, a s b fp32 values, which this model leaves out)
       full:      2 s b h (only the layer input), 2 s b h / t with sequence parallelism.
     Generalised (not in the paper's table, same itemisation): `bytes_per_value` d for the
     non-mask tensors (4 for fp32), `dropout=False` removes the masks and the attention-dropout
