@@ -278,6 +278,9 @@ EXPLAIN = {
 }
 
 
+_PEERS_LINE = re.compile(r"^\(ranks \[[0-9, ]*\] failed after it\)$")
+
+
 def explain_errors(cell) -> None:
     """Give a bare error of a failed test cell (a blank answer's NotImplementedError, a
     NameError, a timeout) a message a student can act on (issue 15: every zero says why)."""
@@ -289,7 +292,8 @@ def explain_errors(cell) -> None:
         if o.get("ename") == "LaunchError" and "\n" in evalue.strip():
             # "rank 0 failed:\n<traceback>": put the rank's own error on the first line
             lines = [ln for ln in evalue.strip().splitlines() if ln.strip()]
-            last = lines[-1].strip()
+            own = [ln for ln in lines[1:] if not _PEERS_LINE.match(ln.strip())] or lines
+            last = own[-1].strip()
             cause = last.split(":", 1)[0].strip()
             extra = EXPLAIN.get(cause)
             first = f"{lines[0].rstrip(':')} with {last[:300]}" + (f" ({extra})" if extra else "")
