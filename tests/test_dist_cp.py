@@ -27,9 +27,14 @@ def _cp_rank(rank, world):
     return [_cp_case(rank, world, causal) for causal in (True, False)]
 
 
-def _cp_case(rank, world, causal):
+def _cp_inputs():
+    """Seeded q, k, v and the output gradient do, (*BH, S, D) float64 (also the NCCL test's case)."""
     g = torch.Generator().manual_seed(7)
-    q, k, v, do = (torch.randn(*BH, S, D, generator=g, dtype=torch.float64) for _ in range(4))
+    return [torch.randn(*BH, S, D, generator=g, dtype=torch.float64) for _ in range(4)]
+
+
+def _cp_case(rank, world, causal):
+    q, k, v, do = _cp_inputs()
     ref = [t.clone().requires_grad_(True) for t in (q, k, v)]
     out_full = _full(*ref, causal)
     out_full.backward(do)

@@ -197,6 +197,21 @@ def test_comm_formulas_without_ranks():
 # ---------------------------------------------------------------- a 2-D mesh: DP x TP on 4 ranks
 
 
+def _mesh_data(dp, steps):
+    """Per step, one (x, loss weight w) per DP replica, (B, S, H) float64 (also the NCCL test's case)."""
+    g = torch.Generator().manual_seed(5)
+    return [[(torch.randn(B, S, H, generator=g, dtype=torch.float64),
+              torch.randn(B, S, H, generator=g, dtype=torch.float64)) for _ in range(dp)] for _ in range(steps)]
+
+
+def _sgd(module, lr):
+    """Plain SGD by hand (torch.optim's first use in a forked rank costs seconds); clears the grads."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p -= lr * p.grad
+            p.grad = None
+
+
 def _mesh_rank(rank, world, dp, tp, steps=2, lr=0.1):
     from solutions_lib.dist.mesh import average_gradients, count_by_group, init_mesh
 
@@ -204,14 +219,10 @@ def _mesh_rank(rank, world, dp, tp, steps=2, lr=0.1):
     block, _, _ = _data(torch.float64)
     ref, _, _ = _data(torch.float64)
     mask = causal_mask(S)
-    g = torch.Generator().manual_seed(5)
-    data = [[(torch.randn(B, S, H, generator=g, dtype=torch.float64),
-              torch.randn(B, S, H, generator=g, dtype=torch.float64)) for _ in range(dp)] for _ in range(steps)]
-    def sgd(module):  # plain SGD by hand (torch.optim's first use in a forked rank costs seconds)
-        with torch.no_grad():
-            for p in module.parameters():
-                p -= lr * p.grad
-                p.grad = None
+    data = _mesh_data(dp, steps)
+
+    def sgd(module):
+        _sgd(module, lr)
 
     for step in data:  # one process: the mean of the dp replicas' losses
         for x, w in step:

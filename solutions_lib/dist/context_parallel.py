@@ -6,7 +6,9 @@ Transformers for Near-Infinite Context") on a torch.distributed group.
 Rank r holds chunk r of the sequence (positions r s/p .. (r+1) s/p - 1) of Q, K and V. In p
 steps every rank sees every K/V chunk: at step j it holds the chunk of rank (r - j) mod p,
 computes the block's output o_j and row logsumexp l_j, and passes the chunk on to rank r+1
-(isend) while receiving the next from rank r-1 (irecv). Partial results are merged with the
+while receiving the next from rank r-1, the send and the receive posted as one
+`dist.batch_isend_irecv` (on NCCL a lone send may wait for its receive, and every rank sends
+first: batched, they progress together; gloo runs the two as isend and irecv). Partial results are merged with the
 logsumexp, as in online softmax / FlashAttention (07):
     l = log(e^{l_a} + e^{l_b}),   o = e^{l_a - l} o_a + e^{l_b - l} o_b.
 Causal: chunk src > r lies entirely in the future and is skipped (no compute; it still travels
@@ -61,11 +63,11 @@ def _ring_pass(t: torch.Tensor, group, comm) -> torch.Tensor:
     rank, p = dist.get_rank(group), dist.get_world_size(group)
     g = (lambda r: dist.get_global_rank(group, r)) if group is not None else (lambda r: r)
     t = t.contiguous()
-    out = torch.empty_like(t)
-    send = dist.isend(t, g((rank + 1) % p), group=group)
-    recv = dist.irecv(out, g((rank - 1) % p), group=group)
-    recv.wait()
-    send.wait()
+    out = torch.empty_like(t)  # on t's device
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, t, g((rank + 1) % p), group=group),
+                                    dist.P2POp(dist.irecv, out, g((rank - 1) % p), group=group)])
+    for work in reversed(works):  # gloo: the receive, then the send; NCCL: the one batch
+        work.wait()
     if comm is not None:
         nbytes = t.numel() * t.element_size()
         comm["send_calls"] += 1

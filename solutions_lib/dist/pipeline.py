@@ -16,10 +16,16 @@ Both have the same bubble with unit-cost forward and backward slots: (p-1)/(m+p-
 the same micro-batches (loss_i / m each), since every stage runs the same operations on the
 same data and backwards accumulate in micro-batch order.
 
-Messages: `isend` (kept until the step ends, so a send never blocks) and `irecv(...).wait()`; the
-only blocking operations are receives, so a schedule whose dependencies are acyclic cannot
-deadlock. torch's CommCounter does not see isend/irecv, so each stage counts its own messages
-(`stage.p2p`: calls and bytes per direction). A stage's executed order is recorded;
+Messages: every send and receive goes through `dist.batch_isend_irecv`; a send is posted at once
+(and kept until the step ends), and when the stage's next action starts with a receive, that
+receive is posted in the same batch and waited for when the action runs (Megatron-LM's
+send_forward_recv_backward / send_backward_recv_forward pairs). On gloo a send never blocks and
+only receives do, so a schedule whose dependencies are acyclic cannot deadlock; on NCCL a send may
+hold the GPU stream until its receive is posted, and one unbatched send and receive each can
+deadlock 1F1B (stage s sends activation i+1 while stage s+1 sends gradient i): batched with the
+receive that follows it, every send progresses together with it. Receive buffers are allocated on
+the stage's device (`device=`, default: that of the module's parameters). Each stage counts its
+own messages (`stage.p2p`: calls and bytes per direction). A stage's executed order is recorded;
 `pipeline_timeline` replays those orders with unit-cost slots and the data dependencies
 (F(s,i) after F(s-1,i); B(s,i) after B(s+1,i)) to give each action its slot, the idle slots
 and the measured bubble.
@@ -43,10 +49,13 @@ class PipelineStage:
     Stage index = rank in `group` (default: the world); stage s receives from s-1 and sends to
     s+1. `act_shape` and `dtype`: the activation passed between stages for one micro-batch
     (known up front, so no shape message). The last stage computes `loss_fn(output, target)`.
+    `device`: where received activations and gradients are put (default: the device of the
+    module's first parameter or buffer, else the CPU); under NCCL the rank's GPU.
     """
 
-    def __init__(self, module: nn.Module, act_shape, dtype=torch.float32, group=None, loss_fn=None):
+    def __init__(self, module: nn.Module, act_shape, dtype=torch.float32, group=None, loss_fn=None, device=None):
         self.module, self.group = module, group
+        self.device = torch.device(device) if device is not None else _module_device(module)
         self.stage, self.n_stages = dist.get_rank(group), dist.get_world_size(group)
         self.act_shape, self.dtype = tuple(act_shape), dtype
         if any((not isinstance(n, int)) or n < 1 for n in self.act_shape):
@@ -65,17 +74,51 @@ class PipelineStage:
         self.order: list[tuple[str, int]] = []
         self.times: list[tuple[str, int, float, float]] = []
         self.losses: dict[int, float] = {}
-        self._pending = []
+        self._pending = []     # (works, tensor) of the posted sends, waited for in finish()
+        self._next = None      # the action after the running one (set by the schedule runner)
+        self._posted = None    # (peer, buffer, work): a receive posted with the last send
+
+    def _recv_op(self, frm: int):
+        t = torch.empty(self.act_shape, dtype=self.dtype, device=self.device)
+        return t, dist.P2POp(dist.irecv, t, self._global(frm), group=self.group)
+
+    def _next_recv_peer(self):
+        """The stage the next action receives from, or None (no next action, or no receive)."""
+        if self._next is None:
+            return None
+        kind, _ = self._next
+        if kind == "F":
+            return None if self.is_first else self.stage - 1
+        return None if self.is_last else self.stage + 1
 
     def _send(self, t: torch.Tensor, to: int):
         t = t.detach().contiguous()
-        self._pending.append((dist.isend(t, self._global(to), group=self.group), t))
+        ops = [dist.P2POp(dist.isend, t, self._global(to), group=self.group)]
+        peer = self._next_recv_peer()
+        if peer is not None:
+            buf, op = self._recv_op(peer)
+            ops.append(op)
+        works = dist.batch_isend_irecv(ops)  # gloo: one work per op; NCCL: one for the batch
+        if peer is not None:
+            self._posted = (peer, buf, works[-1])
+            # the receive's work is waited for when it is used (on gloo a second wait would hang);
+            # NCCL's single work for the batch covers the send too
+            works = works[:-1] if len(works) == len(ops) else []
+        self._pending.append((works, t))
         self.p2p["send"]["calls"] += 1
         self.p2p["send"]["bytes"] += t.numel() * t.element_size()
 
     def _recv(self, frm: int) -> torch.Tensor:
-        t = torch.empty(self.act_shape, dtype=self.dtype)
-        dist.irecv(t, self._global(frm), group=self.group).wait()
+        if self._posted is not None:
+            peer, t, work = self._posted
+            self._posted = None
+            if peer != frm:
+                raise RuntimeError(f"stage {self.stage}: a receive from {peer} was posted, "
+                                   f"the action receives from {frm}")
+        else:
+            t, op = self._recv_op(frm)
+            work = dist.batch_isend_irecv([op])[-1]
+        work.wait()
         self.p2p["recv"]["calls"] += 1
         self.p2p["recv"]["bytes"] += t.numel() * t.element_size()
         return t
@@ -110,14 +153,25 @@ class PipelineStage:
         self.times.append(("B", i, t0, time.perf_counter()))
 
     def finish(self):
-        for work, _ in self._pending:
-            work.wait()
+        if self._posted is not None:
+            raise RuntimeError(f"stage {self.stage}: a receive from {self._posted[0]} was posted and never used")
+        for works, _ in self._pending:
+            for work in works:
+                work.wait()
         self._pending.clear()
 
     def result(self) -> dict:
         return {"stage": self.stage, "losses": [self.losses[i] for i in sorted(self.losses)],
                 "order": list(self.order), "times": list(self.times), "peak_in_flight": self.peak_in_flight,
                 "p2p": {k: dict(v) for k, v in self.p2p.items()}}
+
+
+def _module_device(module: nn.Module) -> torch.device:
+    for t in module.parameters():
+        return t.device
+    for t in module.buffers():
+        return t.device
+    return torch.device("cpu")
 
 
 def schedule_order(schedule: str, stage: int, n_stages: int, micro_batches: int) -> list[tuple[str, int]]:
@@ -151,7 +205,9 @@ def _run(schedule, stage: PipelineStage, inputs, targets):
     if len(targets) != m:
         raise ValueError(f"inputs and targets must hold one entry per micro-batch: {m} inputs, {len(targets)} targets")
     stage._reset()
-    for kind, i in schedule_order(schedule, stage.stage, stage.n_stages, m):
+    order = schedule_order(schedule, stage.stage, stage.n_stages, m)
+    for k, (kind, i) in enumerate(order):
+        stage._next = order[k + 1] if k + 1 < len(order) else None
         if kind == "F":
             stage.forward_step(i, inputs[i] if stage.is_first else None,
                                targets[i] if stage.is_last else None, m)

@@ -248,9 +248,10 @@ class RowParallelLinear(nn.Module):
         return y + self.bias if self.bias is not None else y
 
 
-def causal_mask(seq_len: int) -> torch.Tensor:
-    """(s, s) bool, True above the diagonal (the future positions a query may not see)."""
-    return torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1)
+def causal_mask(seq_len: int, device=None) -> torch.Tensor:
+    """(s, s) bool, True above the diagonal (the future positions a query may not see), on
+    `device` (default: the CPU; pass the activations' device, e.g. a rank's GPU under NCCL)."""
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)
 
 
 class TensorParallelAttention(nn.Module):

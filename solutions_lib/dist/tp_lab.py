@@ -106,9 +106,9 @@ def head_major_qkv(qkv: nn.Linear, t: int) -> nn.Linear:
     w, b = qkv.weight.detach(), qkv.bias.detach()
     h3 = w.shape[0]
     k = h3 // 3 // t
-    rows = torch.cat([torch.arange(c * (h3 // 3) + r * k, c * (h3 // 3) + (r + 1) * k)
+    rows = torch.cat([torch.arange(c * (h3 // 3) + r * k, c * (h3 // 3) + (r + 1) * k, device=w.device)
                       for r in range(t) for c in range(3)])
-    out = nn.Linear(qkv.in_features, h3).to(w.dtype)
+    out = nn.Linear(qkv.in_features, h3, device=w.device).to(w.dtype)  # on the layer's device
     with torch.no_grad():
         out.weight.copy_(w[rows])
         out.bias.copy_(b[rows])

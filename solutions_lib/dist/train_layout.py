@@ -186,15 +186,8 @@ def make_pipeline_stage(model: StageModel, layout: Layout, micro_batch: int, seq
     """A `pipeline.PipelineStage` on the PP group whose receive buffers live on `device`."""
     from .pipeline import PipelineStage
 
-    class _Stage(PipelineStage):
-        def _recv(self, frm: int) -> torch.Tensor:
-            t = torch.empty(self.act_shape, dtype=self.dtype, device=device)
-            dist.irecv(t, self._global(frm), group=self.group).wait()
-            self.p2p["recv"]["calls"] += 1
-            self.p2p["recv"]["bytes"] += t.numel() * t.element_size()
-            return t
-
-    return _Stage(model, (micro_batch, seq_len, d_model), torch.float32, group=layout.pp_group, loss_fn=_loss_fn)
+    return PipelineStage(model, (micro_batch, seq_len, d_model), torch.float32, group=layout.pp_group,
+                         loss_fn=_loss_fn, device=device)
 
 
 def clip_grad_norm_layout(model: StageModel, layout: Layout, max_norm: float) -> torch.Tensor:
