@@ -12,6 +12,10 @@ against their formulas.
   (Liu et al. 2023).
 * mesh (4 ranks, 2 x 2): all-reduces per group vs 4 L per step in each TP group, 1 per step in
   each DP group.
+* when communication wins (EXT-COMMBOUND): the closed-form crossover of every strategy for a GPU
+  cluster, then DP and TP on 2 ranks measured in parts (comm_bound.py): compute against
+  communication as the batch and the width grow, fitted crossovers, and the DP prediction from an
+  alpha-beta fit and the measured FLOP rate. Trends, not speeds: the goal is their shape.
 Every row also checks the result against one process (max abs difference, float64).
 """
 from __future__ import annotations
@@ -172,6 +176,66 @@ def run(out=print, timeout: float = 120.0) -> bool:
     out(f"  measured {res[0]['calls']}; formula: 4 L per step in the TP group, 1 per step in the DP group "
         f"-> {'equal' if mesh_ok else 'DIFFER'}")
     out("")
+    trend_ok = _comm_bound(out)
+    out("")
     out(f"goal: every measured bubble, in-flight peak, call and byte count equals its formula, every result "
         f"equals one process -> {'met' if ok else 'NOT met'}")
-    return ok
+    out(f"goal: the measured compute/communication trends of DP and TP have the closed forms' shape "
+        f"-> {'met' if trend_ok else 'NOT met'}")
+    return ok and trend_ok
+
+
+def _comm_bound(out) -> bool:
+    """EXT-COMMBOUND: the closed-form crossovers per strategy for a GPU cluster, then the two
+    measurable ones (DP, TP) on 2 gloo ranks, as trends (comm_bound.py)."""
+    from solutions_lib import comms, parallel
+    from solutions_lib import upstream
+
+    from .comm_bound import (dp_crossover_from, dp_layer, measure_dp_sweep, measure_tp_sweep,
+                             predicted_dp_crossover, tp_crossover_from)
+
+    F, e, h = 400e12, 2, 8192
+    links = {"NVLink (450 GB/s, 3 us)": (3e-6, 450e9), "InfiniBand (50 GB/s, 5 us)": (5e-6, 50e9)}
+    out(f"when each strategy is communication-bound (closed forms; one layer, h = {h}, bf16, F = 400 TFLOP/s achieved)")
+    out(f"  {'link':<28} {'DDP T*':>9} {'FSDP T*':>9} {'TP(8) h*':>9} {'PP T* (4 layers)':>17} {'CP c* causal':>13}")
+    for name, (alpha, B) in links.items():
+        out(f"  {name:<28} {parallel.dp_crossover_tokens(h, 64, alpha, B, F, e):>9,.0f} "
+            f"{parallel.dp_crossover_tokens(h, 64, alpha, B, F, e, fsdp=True):>9,.0f} "
+            f"{parallel.tp_crossover_hidden(4096, 8, alpha, B, F, e):>9,.0f} "
+            f"{parallel.pp_crossover_tokens(h, 4, alpha, B, F, e):>17.3g} "
+            f"{parallel.cp_crossover_tokens(h, alpha, B, F, e, causal=True):>13,.0f}")
+    out("  (DDP/FSDP: tokens per GPU, 64 ranks; TP: the width below which 8-way TP of 4096 tokens waits on "
+        "its all-reduces; PP: micro-batch tokens; CP: tokens per chunk)")
+
+    out("")
+    out("measured on 2 gloo ranks (trends, not speeds): DP, one Linear(256, 1024) -> GELU -> Linear(1024, 256)")
+    tokens = (4, 8, 16, 32, 64, 128, 256, 512)
+    dp = measure_dp_sweep(tokens, 256, 7)
+    for T, c, m in zip(dp["tokens"], dp["compute_s"], dp["comm_s"]):
+        out(f"  T = {T:4d} tokens per rank: compute {c * 1e3:7.2f} ms, all-reduce {m * 1e3:6.2f} ms, "
+            f"comm/compute {m / c:5.2f}")
+    fit = dp_crossover_from(**dp)
+    sizes = [2 ** k for k in range(12, 24, 2)]
+    alpha, bw = upstream.fit_alpha_beta(sizes, comms.measure_allreduce(sizes, 2, 7, 1))
+    n_params = sum(p.numel() for p in dp_layer(256).parameters())
+    pred = predicted_dp_crossover(n_params, 2, alpha, bw, 6 * n_params / fit["per_token_s"], 4)
+    out(f"  fit: overhead {fit['overhead_s'] * 1e3:.2f} ms + {fit['per_token_s'] * 1e6:.1f} us/token; "
+        f"T* = {fit['crossover_tokens']:.1f} (with the overhead), comm/c1 = {fit['comm_s'] / fit['per_token_s']:.1f}; "
+        f"predicted from alpha-beta ({alpha * 1e6:.0f} us, {bw / 1e9:.2f} GB/s) and 6P FLOPs: {pred:.1f}")
+    grow_c = dp["compute_s"][-1] / dp["compute_s"][1]
+    grow_m = dp["comm_s"][-1] / dp["comm_s"][1]
+    dp_ok = grow_c >= 3 and grow_c / grow_m >= 2
+    out(f"  8 -> 512 tokens: compute x{grow_c:.1f}, all-reduce x{grow_m:.2f} -> "
+        f"{'compute grows, comm does not' if dp_ok else 'NOT the expected shape'}")
+
+    out("measured on 2 gloo ranks: TP, column-then-row MLP, 128 tokens")
+    widths = (64, 96, 128, 192, 256, 384, 512)
+    tp = measure_tp_sweep(widths, 128, 7)
+    ratios = [m / c for c, m in zip(tp["compute_s"], tp["comm_s"])]
+    for w, c, m, r in zip(widths, tp["compute_s"], tp["comm_s"], ratios):
+        out(f"  h = {w:4d}: compute {c * 1e3:7.2f} ms, all-reduces {m * 1e3:6.2f} ms, comm/compute {r:5.2f}")
+    tfit = tp_crossover_from(**tp)
+    tp_ok = ratios[0] / ratios[-1] >= 2
+    out(f"  fit: h* = {tfit['crossover_width']:.0f}; comm/compute falls x{ratios[0] / ratios[-1]:.1f} from h = 64 to 512 "
+        f"(bytes x8, FLOPs x64) -> {'falls like 1/h' if tp_ok else 'NOT the expected shape'}")
+    return dp_ok and tp_ok
