@@ -9,7 +9,8 @@ against their formulas.
   backward vs `tp_comm_calls_per_step` / `tp_comm_bytes_per_step` (Shoeybi et al. 2019;
   Korthikanti et al. 2022).
 * context parallelism (4 ranks): bytes and calls of ring attention vs `ring_attention_bytes`
-  (Liu et al. 2023).
+  (Liu et al. 2023); score entries each rank evaluates, contiguous vs zig-zag chunks, vs
+  `ring_attention_pairs` (Brandon et al. 2023: the zig-zag layout balances the causal work).
 * mesh (4 ranks, 2 x 2): all-reduces per group vs 4 L per step in each TP group, 1 per step in
   each DP group.
 * when communication wins (EXT-COMMBOUND): the closed-form crossover of every strategy for a GPU
@@ -92,6 +93,19 @@ def _cp_rank(rank, world):
     return {"max_diff": float((o.detach() - split_sequence(full, rank, world)).abs().max()), "comm": dict(comm)}
 
 
+def _cp_balance_rank(rank, world):
+    from .context_parallel import ring_attention, split_sequence, zigzag_ring_attention, zigzag_shard
+
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 2, 16, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    full = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    cont, zig = Counter(), Counter()
+    ring_attention(*(split_sequence(t, rank, world) for t in (q, k, v)), causal=True, work=cont)
+    o = zigzag_ring_attention(*(zigzag_shard(t, rank, world) for t in (q, k, v)), work=zig)
+    return {"contiguous": cont["pairs"], "zigzag": zig["pairs"],
+            "max_diff": float((o - zigzag_shard(full, rank, world)).abs().max())}
+
+
 def _mesh_rank(rank, world, steps=2):
     from solutions_lib.models import Block
 
@@ -112,7 +126,7 @@ def _mesh_rank(rank, world, steps=2):
 def run(out=print, timeout: float = 120.0) -> bool:
     from solutions_lib.parallel import pipeline_bubble_fraction
 
-    from .context_parallel import ring_attention_bytes
+    from .context_parallel import ring_attention_bytes, ring_attention_pairs
     from .pipeline import pipeline_p2p_bytes, pipeline_timeline
     from .tensor_parallel import tp_comm_bytes_per_step, tp_comm_calls_per_step
 
@@ -164,6 +178,16 @@ def run(out=print, timeout: float = 120.0) -> bool:
     ok &= cp_ok
     out(f"  measured {res[0]['comm']}")
     out(f"  formula  {want} -> {'equal' if cp_ok else 'DIFFER'} (output diff {max(r['max_diff'] for r in res):.1e})")
+    res = launch(_cp_balance_rank, 4, timeout=timeout)
+    bal_ok = max(r["max_diff"] for r in res) < 1e-10
+    for layout in ("contiguous", "zigzag"):
+        got, want = [r[layout] for r in res], ring_attention_pairs(16, 4, layout)
+        bal_ok &= got == want
+        out(f"  {layout:<10} score entries per rank (s=16, per head) {got}, formula {want}, "
+            f"max/min {max(got) / min(got):.2f}")
+    ok &= bal_ok
+    out(f"  causal load balance: contiguous (r+1)(s/p)^2 (max/min = p), zig-zag (2p+2)(s/2p)^2 (max/min = 1) "
+        f"-> {'equal' if bal_ok else 'DIFFER'} (zig-zag output diff {max(r['max_diff'] for r in res):.1e})")
 
     out("")
     out("2-D mesh DP x TP = 2 x 2 on 4 ranks, 2 steps: all-reduces per group (rank 0)")
