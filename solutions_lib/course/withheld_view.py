@@ -53,7 +53,7 @@ WITHHELD: dict[str, tuple[str, ...]] = {
     "dist.zero": ("ShardedOptimizer",),
     "dist.comm_bound": ("dp_crossover_from", "predicted_dp_crossover", "time_dp_step", "time_tp_mlp",
                         "tp_crossover_from"),
-    "dist.context_parallel": ("merge_partials", "ring_attention"),
+    "dist.context_parallel": ("causal_pairs_per_rank", "merge_partials", "ring_attention", "zigzag_indices"),
     "dist.mesh": ("average_gradients", "init_mesh", "mesh_coordinates"),
     "dist.pipeline": ("PipelineStage", "run_1f1b", "run_afab", "schedule_order"),
     "memory": ("activation_bytes_per_layer", "checkpoint_epoch_time", "checkpoint_layout_bytes",
