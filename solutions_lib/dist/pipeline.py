@@ -29,6 +29,42 @@ own messages (`stage.p2p`: calls and bytes per direction). A stage's executed or
 `pipeline_timeline` replays those orders with unit-cost slots and the data dependencies
 (F(s,i) after F(s-1,i); B(s,i) after B(s+1,i)) to give each action its slot, the idle slots
 and the measured bubble.
+
+Interleaved 1F1B (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+Clusters Using Megatron-LM", sec. 2.2): the model is cut into v p chunks (virtual stages) and rank
+r holds chunks r, r + p, ..., r + (v-1) p (`split_transformer(model, p * v)[r::p]`), so virtual
+stage k = c p + r is chunk c of rank r. m must be a multiple of p (micro-batches go through in
+groups of p). `interleaved_schedule_order` gives rank r's (kind, micro-batch, chunk) order
+(Megatron's forward_backward_pipelining_with_interleaving, the order of
+`solutions_lib.parallel.simulate_pipeline(p, m, "interleaved", v)`): forward number k runs
+micro-batch (k // (p v)) p + k % p on chunk (k // p) % v, backward number k the same micro-batch
+on chunk v - 1 - (k // p) % v; rank r runs w_r = min(2 (p - r - 1) + (v - 1) p, v m) warm-up
+forwards (all v m when m = p), then alternates one forward and one backward, then drains the w_r
+remaining backwards.
+* Bubble, with every chunk forward and backward one unit slot (the replay of the executed orders
+  by `pipeline_timeline`, which then knows the chunk dependency: F(k, i) after F(k-1, i), B(k, i)
+  after B(k+1, i), the wrap-around from rank p-1 to the next chunk on rank 0 included): each rank
+  idles 2 (p - 1) slots out of 2 (v m + p - 1), i.e. idle / step time = (p-1)/(v m + p - 1)
+  (denominator "total", `pipeline_bubble_fraction(p, m, "interleaved", v)`), or idle / busy
+  time = (p-1)/(v m) (Megatron's "ideal" denominator, `pipeline_bubble_ratio`): v times smaller
+  than 1F1B's (p-1)/m.
+* Memory: rank r holds at most min(w_r + 1, v m) chunk activations (v m when m = p), each 1/v of a
+  whole stage's: (2 (p-1) + (v-1) p + 1) / v = p + (p-1)/v stage activations on rank 0 against
+  1F1B's p, the extra warm-up memory Megatron-LM pays for the smaller bubble
+  (`solutions_lib.parallel.pipeline_peak_activations(..., "interleaved", v)` in stage units).
+* Messages: every chunk but the first receives its input activation and sends its input gradient,
+  every chunk but the last sends its output and receives its gradient, so rank r sends (and
+  receives) (2 v - [r = 0] - [r = p-1]) m activation-sized messages per step
+  (`interleaved_p2p_bytes`): v times 1F1B's 2 m on an inner rank, (2 v - 1) m on an end rank
+  (1F1B: m); 2 (v p - 1) m in all against 2 (p - 1) m.
+* Batches: as Megatron-LM (send_forward_backward_recv_forward_backward), the schedule runs in
+  steps (a warm-up forward, a steady (forward, backward) pair, a cool-down backward), and after
+  each step one `batch_isend_irecv` holds the step's sends and the receives of the next step
+  (`interleaved_batches` gives them without ranks). Every send is thus batched with receives of
+  its own rank, the n-th message from rank a to rank b is the n-th receive b posts from a (also
+  for p = 2, where both directions of a pair carry activations and gradients), and a replay
+  under NCCL's rules (a send may wait for its receive) finds no deadlock
+  (tests/test_dist_pp.py, with tests/test_dist_nccl_part2.py's replay).
 """
 from __future__ import annotations
 
@@ -40,7 +76,9 @@ import torch.distributed as dist
 import torch.nn as nn
 
 __all__ = ["PipelineStage", "run_afab", "run_1f1b", "schedule_order", "pipeline_timeline",
-           "pipeline_p2p_bytes", "TransformerStage", "split_transformer"]
+           "pipeline_p2p_bytes", "TransformerStage", "split_transformer",
+           "InterleavedStage", "run_interleaved", "interleaved_schedule_order", "interleaved_warmup",
+           "interleaved_batches", "interleaved_p2p_bytes", "interleaved_peak_in_flight"]
 
 
 class PipelineStage:
@@ -237,11 +275,22 @@ def pipeline_timeline(orders, forward_slots: int = 1, backward_slots: int = 1) -
     B(s,i) after B(s+1,i) ends; on the last stage B(i) after F(i)), and lasts forward_slots or
     backward_slots. Returns {"slots": per stage [(kind, i, start, end)], "span", "idle" (per
     stage, slots), "bubble" (idle / (p * span), the measured counterpart of (p-1)/(m+p-1)),
-    "grid" (per stage a string, one character per slot: the micro-batch's digit for a forward,
-    its letter a, b, ... for a backward, "." when idle)}.
+    "bubble_ideal" (idle / busy slots, Megatron's denominator: (p-1)/m), "grid" (per stage a
+    string, one character per slot: the micro-batch's digit for a forward, its letter a, b, ...
+    for a backward, "." when idle)}.
+
+    Interleaved orders, orders[s] = [("F", i, c), ...] with c the model chunk: chunk c of stage s
+    is virtual stage k = c p + s of v p (v = 1 + the largest chunk), the dependencies run over
+    virtual stages (F(k,i) after F(k-1,i), also from stage p-1 to the next chunk on stage 0; B(k,i)
+    after B(k+1,i); B(i) after F(i) on the last virtual stage), every chunk action lasts
+    forward_slots or backward_slots, and the slots are (kind, i, c, start, end).
     """
     p = len(orders)
     cost = {"F": _count("forward_slots", forward_slots), "B": _count("backward_slots", backward_slots)}
+    chunked = any(len(a) == 3 for o in orders for a in o)
+    if chunked and not all(len(a) == 3 for o in orders for a in o):
+        raise ValueError("orders mix (kind, i) and (kind, i, chunk) actions")
+    n_virtual = p * (1 + max((a[2] for o in orders for a in o), default=0)) if chunked else p
     end: dict[tuple[str, int, int], int] = {}
     free = [0] * p
     pos = [0] * p
@@ -250,29 +299,33 @@ def pipeline_timeline(orders, forward_slots: int = 1, backward_slots: int = 1) -
         progressed = False
         for s in range(p):
             while pos[s] < len(orders[s]):
-                kind, i = orders[s][pos[s]]
-                dep = (("F", s - 1, i) if s > 0 else None) if kind == "F" else \
-                      (("B", s + 1, i) if s < p - 1 else ("F", s, i))
+                kind, i = orders[s][pos[s]][:2]
+                c = orders[s][pos[s]][2] if chunked else 0
+                k = c * p + s
+                dep = (("F", k - 1, i) if k > 0 else None) if kind == "F" else \
+                      (("B", k + 1, i) if k < n_virtual - 1 else ("F", k, i))
                 if dep is not None and dep not in end:
                     break
                 start = max(free[s], end[dep] if dep else 0)
-                end[(kind, s, i)] = free[s] = start + cost[kind]
-                slots[s].append((kind, i, start, free[s]))
+                end[(kind, k, i)] = free[s] = start + cost[kind]
+                slots[s].append((kind, i, c, start, free[s]) if chunked else (kind, i, start, free[s]))
                 pos[s] += 1
                 progressed = True
         if not progressed:
             raise ValueError("the orders deadlock: some action waits for one that never runs")
     span = max(free)
-    busy = [sum(e - b for _, _, b, e in row) for row in slots]
+    busy = [sum(row[-1] - row[-2] for row in stage) for stage in slots]
     idle = [span - x for x in busy]
     grid = []
     for row in slots:
         line = ["."] * span
-        for kind, i, b, e in row:
+        for a in row:
+            kind, i, b, e = a[0], a[1], a[-2], a[-1]
             for t in range(b, e):
                 line[t] = (str(i % 10) if kind == "F" else chr(ord("a") + i % 26))
         grid.append("".join(line))
-    return {"slots": slots, "span": span, "idle": idle, "bubble": sum(idle) / (p * span), "grid": grid}
+    return {"slots": slots, "span": span, "idle": idle, "bubble": sum(idle) / (p * span),
+            "bubble_ideal": sum(idle) / max(1, sum(busy)), "grid": grid}
 
 
 def pipeline_p2p_bytes(stage: int, n_stages: int, micro_batches: int, act_numel: int,
@@ -286,6 +339,258 @@ def pipeline_p2p_bytes(stage: int, n_stages: int, micro_batches: int, act_numel:
         raise ValueError(f"stage must be in 0..{p - 1}, got {stage!r}")
     links = (stage > 0) + (stage < p - 1)
     return {"send": links * m * a * e, "recv": links * m * a * e}
+
+
+# ---------------------------------------------------------------- interleaved 1F1B (virtual stages)
+
+
+def _interleaved_args(stage, n_stages, micro_batches, chunks) -> tuple[int, int, int]:
+    p, m, v = _count("n_stages", n_stages), _count("micro_batches", micro_batches), _count("chunks", chunks)
+    if isinstance(stage, bool) or not isinstance(stage, int) or not 0 <= stage < p:
+        raise ValueError(f"stage must be in 0..{p - 1}, got {stage!r}")
+    if m % p:
+        raise ValueError(f"the interleaved schedule sends micro-batches through in groups of n_stages: "
+                         f"micro_batches={m} must be a multiple of n_stages={p}")
+    return p, m, v
+
+
+def interleaved_warmup(stage: int, n_stages: int, micro_batches: int, chunks: int) -> int:
+    """Warm-up forwards of rank `stage` in the interleaved schedule (Megatron-LM):
+    min(2 (p - stage - 1) + (v - 1) p, v m), and all v m when m = p (then every forward runs first)."""
+    p, m, v = _interleaved_args(stage, n_stages, micro_batches, chunks)
+    return v * m if m == p else min(2 * (p - stage - 1) + (v - 1) * p, v * m)
+
+
+def interleaved_schedule_order(stage: int, n_stages: int, micro_batches: int, chunks: int) -> list[tuple[str, int, int]]:
+    """The order of ("F", i, c) / ("B", i, c) actions (micro-batch i on the rank's model chunk c,
+    virtual stage c p + stage) of rank `stage` in Megatron-LM's interleaved 1F1B schedule
+    (Narayanan et al. 2021, sec. 2.2). Forward number k: micro-batch (k // (p v)) p + k % p on
+    chunk (k // p) % v (p micro-batches through chunk 0, the same p through chunk 1, ..., then the
+    next p); backward number k: the same micro-batch on chunk v - 1 - (k // p) % v. The rank runs
+    w = `interleaved_warmup` forwards, then (forward w + j, backward j) pairs, then the last w
+    backwards. m must be a multiple of p."""
+    p, m, v = _interleaved_args(stage, n_stages, micro_batches, chunks)
+    total, w = v * m, interleaved_warmup(stage, p, m, v)
+
+    def micro_batch(k):
+        return (k // (p * v)) * p + k % p
+
+    fwd = [("F", micro_batch(k), (k // p) % v) for k in range(total)]
+    bwd = [("B", micro_batch(k), v - 1 - (k // p) % v) for k in range(total)]
+    order = fwd[:w]
+    for j in range(total - w):
+        order += [fwd[w + j], bwd[j]]
+    return order + bwd[total - w:]
+
+
+def _interleaved_steps(stage, p, m, v) -> list[list[tuple[str, int, int]]]:
+    """The order cut into Megatron's steps: one warm-up forward, one steady (forward, backward)
+    pair, one cool-down backward each."""
+    order, w = interleaved_schedule_order(stage, p, m, v), interleaved_warmup(stage, p, m, v)
+    steady = len(order) - 2 * w
+    return ([[a] for a in order[:w]] + [order[w + 2 * j:w + 2 * j + 2] for j in range(steady // 2)]
+            + [[a] for a in order[w + steady:]])
+
+
+def interleaved_batches(stage: int, n_stages: int, micro_batches: int, chunks: int) -> list[tuple]:
+    """What rank `stage` does in the interleaved schedule, in order: ("run", (kind, i, c)) for an
+    action and ("post", ops) for one `batch_isend_irecv`, ops = [("S", peer, msg) / ("R", peer,
+    msg)] with msg = ("act", i, k) (the output of micro-batch i on virtual stage k, sent to k+1) or
+    ("grad", i, k) (the gradient of its input on virtual stage k, sent to k-1). Activations go to
+    rank stage+1 mod p, gradients to stage-1 mod p. A first batch holds the receives of the first
+    step; after each step one batch holds the step's sends and the receives of the next step
+    (Megatron-LM's send_forward_backward_recv_forward_backward); `run_interleaved` executes
+    exactly this list."""
+    p, m, v = _interleaved_args(stage, n_stages, micro_batches, chunks)
+    V, prev, nxt = v * p, (stage - 1) % p, (stage + 1) % p
+
+    def receives(step):
+        ops = []
+        for kind, i, c in step:
+            k = c * p + stage
+            if kind == "F" and k > 0:
+                ops.append(("R", prev, ("act", i, k - 1)))
+            if kind == "B" and k < V - 1:
+                ops.append(("R", nxt, ("grad", i, k + 1)))
+        return ops
+
+    def sends(step):
+        ops = []
+        for kind, i, c in step:
+            k = c * p + stage
+            if kind == "F" and k < V - 1:
+                ops.append(("S", nxt, ("act", i, k)))
+            if kind == "B" and k > 0:
+                ops.append(("S", prev, ("grad", i, k)))
+        return ops
+
+    steps = _interleaved_steps(stage, p, m, v)
+    plan = []
+    if receives(steps[0]):
+        plan.append(("post", receives(steps[0])))
+    for t, step in enumerate(steps):
+        plan += [("run", a) for a in step]
+        ops = sends(step) + (receives(steps[t + 1]) if t + 1 < len(steps) else [])
+        if ops:
+            plan.append(("post", ops))
+    return plan
+
+
+def interleaved_p2p_bytes(stage: int, n_stages: int, micro_batches: int, chunks: int, act_numel: int,
+                          bytes_per_element: int = 4) -> dict[str, int]:
+    """Bytes rank `stage` sends and receives in one interleaved step: every one of its v chunks
+    but the first virtual stage receives m activations and sends m input gradients, every one
+    but the last sends m activations and receives m gradients: (2 v - [stage = 0] - [stage = p-1])
+    m a e each way (a = act_numel, e = bytes_per_element). v times `pipeline_p2p_bytes` on an inner
+    rank; (2 v - 1) m a e on an end rank (1F1B: m a e). Units: bytes per rank per step."""
+    p, m, v = _interleaved_args(stage, n_stages, micro_batches, chunks)
+    a, e = _count("act_numel", act_numel), _count("bytes_per_element", bytes_per_element)
+    n = (2 * v - (stage == 0) - (stage == p - 1)) * m * a * e
+    return {"send": n, "recv": n}
+
+
+def interleaved_peak_in_flight(stage: int, n_stages: int, micro_batches: int, chunks: int) -> int:
+    """Most chunk activations rank `stage` holds at once in the interleaved schedule:
+    min(w + 1, v m) with w = `interleaved_warmup` (v m when m = p). One chunk activation is 1/v of
+    a whole stage's (divide by v for `solutions_lib.parallel.pipeline_peak_activations`)."""
+    p, m, v = _interleaved_args(stage, n_stages, micro_batches, chunks)
+    return min(interleaved_warmup(stage, p, m, v) + 1, v * m)
+
+
+class _Once:
+    """Wait for a work at most once (gloo: one work per op, a second wait may hang; NCCL: one work
+    covering a whole batch, shared by its ops)."""
+
+    def __init__(self, work):
+        self.work, self.done = work, work is None
+
+    def wait(self):
+        if not self.done:
+            self.work.wait()
+            self.done = True
+
+
+class InterleavedStage(PipelineStage):
+    """This rank's v model chunks of an interleaved pipeline: `chunks[c]` is virtual stage
+    c p + rank of a model cut into v p parts (`split_transformer(model, p * v)[rank::p]`).
+    Same arguments as `PipelineStage` otherwise; rank p-1 (holding the last chunk) needs loss_fn.
+    Needs at least 2 ranks (chunks pass messages to the neighbouring ranks)."""
+
+    def __init__(self, chunks, act_shape, dtype=torch.float32, group=None, loss_fn=None, device=None):
+        chunks = list(chunks)
+        if not chunks or not all(isinstance(c, nn.Module) for c in chunks):
+            raise ValueError("chunks must be a non-empty list of nn.Module (this rank's model chunks)")
+        super().__init__(nn.ModuleList(chunks), act_shape, dtype, group, loss_fn, device)
+        if self.n_stages < 2:
+            raise ValueError("an interleaved pipeline needs at least 2 ranks")
+        self.chunks, self.v = chunks, len(chunks)
+
+    def _reset(self):
+        super()._reset()
+        self._received: dict[tuple, tuple] = {}  # msg -> (buffer, _Once)
+        self._outbox: dict[tuple, torch.Tensor] = {}
+
+    def _post(self, ops):
+        p2p, keep = [], []
+        for kind, peer, msg in ops:
+            if kind == "S":
+                t = self._outbox.pop(msg).detach().contiguous()
+                p2p.append(dist.P2POp(dist.isend, t, self._global(peer), group=self.group))
+                self.p2p["send"]["calls"] += 1
+                self.p2p["send"]["bytes"] += t.numel() * t.element_size()
+            else:
+                t, op = self._recv_op(peer)
+                p2p.append(op)
+            keep.append(t)
+        works = dist.batch_isend_irecv(p2p)
+        onces = [_Once(w) for w in works] if len(works) == len(ops) else \
+            [_Once(works[-1] if works else None)] * len(ops)  # NCCL: one work for the batch
+        for (kind, _, msg), t, once in zip(ops, keep, onces):
+            if kind == "S":
+                self._pending.append(([once], t))
+            else:
+                self._received[msg] = (t, once)
+
+    def _take(self, msg) -> torch.Tensor:
+        t, once = self._received.pop(msg)
+        once.wait()
+        self.p2p["recv"]["calls"] += 1
+        self.p2p["recv"]["bytes"] += t.numel() * t.element_size()
+        return t
+
+    def chunk_forward(self, i: int, c: int, x=None, target=None, m: int = 1):
+        t0 = time.perf_counter()
+        p, k = self.n_stages, c * self.n_stages + self.stage
+        last = k == self.v * p - 1
+        inp = x if k == 0 else self._take(("act", i, k - 1)).requires_grad_(True)
+        out = self.chunks[c](inp)
+        if last:
+            loss = self.loss_fn(out, target)
+            self.losses[i] = float(loss.detach())
+            out = loss / m
+        else:
+            if tuple(out.shape) != self.act_shape:
+                raise ValueError(f"chunk {c} of stage {self.stage} produced {tuple(out.shape)}, "
+                                 f"act_shape is {self.act_shape}")
+            self._outbox[("act", i, k)] = out
+        self.stash[(i, c)] = (inp, out)
+        self.peak_in_flight = max(self.peak_in_flight, len(self.stash))
+        self.order.append(("F", i, c))
+        self.times.append(("F", i, c, t0, time.perf_counter()))
+
+    def chunk_backward(self, i: int, c: int):
+        t0 = time.perf_counter()
+        p, k = self.n_stages, c * self.n_stages + self.stage
+        inp, out = self.stash.pop((i, c))
+        if k == self.v * p - 1:
+            out.backward()
+        else:
+            out.backward(self._take(("grad", i, k + 1)))
+        if k > 0:
+            self._outbox[("grad", i, k)] = inp.grad
+        self.order.append(("B", i, c))
+        self.times.append(("B", i, c, t0, time.perf_counter()))
+
+    def finish(self):
+        if self._received or self._outbox:
+            raise RuntimeError(f"stage {self.stage}: messages left over: received {sorted(self._received)}, "
+                               f"unsent {sorted(self._outbox)}")
+        super().finish()
+
+    def result(self) -> dict:
+        out = super().result()
+        out["chunks"] = self.v
+        return out
+
+
+def run_interleaved(stage: InterleavedStage, inputs, targets) -> dict:
+    """One training step (forwards and backwards; no optimizer step) with Megatron-LM's
+    interleaved 1F1B schedule on this rank's `InterleavedStage` (v chunks). As `run_1f1b`:
+    every rank passes the same m micro-batches (a multiple of p); `inputs` are used on rank 0's
+    chunk 0, `targets` on rank p-1's last chunk; loss_i / m is backpropagated. Executes
+    `interleaved_batches` (steps, each followed by one batch of its sends and the next step's
+    receives). Returns `PipelineStage.result()` with "order" = [(kind, i, chunk)],
+    "peak_in_flight" in chunk activations (`interleaved_peak_in_flight`) and "chunks" = v."""
+    if not isinstance(stage, InterleavedStage):
+        raise ValueError(f"run_interleaved needs an InterleavedStage, got {type(stage).__name__}")
+    m = _count("micro_batches (len(inputs))", len(inputs))
+    if len(targets) != m:
+        raise ValueError(f"inputs and targets must hold one entry per micro-batch: {m} inputs, {len(targets)} targets")
+    p, v = stage.n_stages, stage.v
+    plan = interleaved_batches(stage.stage, p, m, v)  # checks m % p
+    stage._reset()
+    for what, arg in plan:
+        if what == "post":
+            stage._post(arg)
+            continue
+        kind, i, c = arg
+        if kind == "F":
+            first, last = c == 0 and stage.is_first, c == v - 1 and stage.is_last
+            stage.chunk_forward(i, c, inputs[i] if first else None, targets[i] if last else None, m)
+        else:
+            stage.chunk_backward(i, c)
+    stage.finish()
+    return stage.result()
 
 
 # ---------------------------------------------------------------- a transformer cut into stages
