@@ -5,6 +5,11 @@ against their formulas.
   executed orders (unit-cost slots) vs (p-1)/(m+p-1) (Huang et al. 2019; Narayanan et al. 2021);
   peak in-flight micro-batches per stage (measured: activations held) vs m (AFAB) and
   min(p - s, m) <= p (1F1B); point-to-point bytes per stage vs `pipeline_p2p_bytes`.
+  Interleaved 1F1B (Narayanan et al. 2021, sec. 2.2; v chunks per rank, one row per (p, v)):
+  bubble of the executed orders (unit slot per chunk action) vs (p-1)/(v m + p - 1) of the step
+  and (p-1)/(v m) of the ideal time (1F1B: (p-1)/m); peak chunk activations per rank vs
+  min(w + 1, v m) with w = 2 (p - r - 1) + (v - 1) p; bytes per rank vs
+  (2 v - [r = 0] - [r = p-1]) m a e (`interleaved_p2p_bytes`).
 * tensor / sequence parallelism (2 ranks): collective calls and bytes of one layer's forward +
   backward vs `tp_comm_calls_per_step` / `tp_comm_bytes_per_step` (Shoeybi et al. 2019;
   Korthikanti et al. 2022).
@@ -56,6 +61,34 @@ def _pp_rank(rank, world, m):
         r["max_diff"] = max(float((p.grad - ref_grads[names[id(p)]].grad).abs().max()) for p in part.parameters())
         out[name] = r
     return out
+
+
+def _ilv_rank(rank, world, v, m):
+    from solutions_lib.models import CheckpointedTransformer
+
+    from .pipeline import InterleavedStage, run_interleaved, split_transformer
+
+    g = torch.Generator().manual_seed(1)
+    inputs = [torch.randint(0, _V, (_MB, _S), generator=g) for _ in range(m)]
+    targets = [torch.randint(0, _V, (_MB, _S), generator=g) for _ in range(m)]
+
+    def loss_fn(logits, y):
+        return F.cross_entropy(logits.reshape(-1, _V), y.reshape(-1))
+
+    def model():
+        return CheckpointedTransformer(vocab=_V, hidden=_H, heads=_A, layers=world * v, max_seq=_S, seed=0).double()
+
+    ref = model()
+    for x, y in zip(inputs, targets):
+        (loss_fn(ref(x), y) / m).backward()
+    ref_grads = dict(ref.named_parameters())
+    mine = model()
+    names = {id(p): n for n, p in mine.named_parameters()}
+    chunks = split_transformer(mine, world * v)[rank::world]  # virtual stages rank, rank + p, ...
+    r = run_interleaved(InterleavedStage(chunks, (_MB, _S, _H), torch.float64, loss_fn=loss_fn), inputs, targets)
+    r["max_diff"] = max(float((p.grad - ref_grads[names[id(p)]].grad).abs().max())
+                        for c in chunks for p in c.parameters())
+    return r
 
 
 def _tp_rank(rank, world, sp):
@@ -127,7 +160,8 @@ def run(out=print, timeout: float = 120.0) -> bool:
     from solutions_lib.parallel import pipeline_bubble_fraction
 
     from .context_parallel import ring_attention_bytes, ring_attention_pairs
-    from .pipeline import pipeline_p2p_bytes, pipeline_timeline
+    from .pipeline import (interleaved_p2p_bytes, interleaved_peak_in_flight, interleaved_schedule_order,
+                           pipeline_p2p_bytes, pipeline_timeline)
     from .tensor_parallel import tp_comm_bytes_per_step, tp_comm_calls_per_step
 
     ok = True
@@ -154,6 +188,32 @@ def run(out=print, timeout: float = 120.0) -> bool:
                 grid = pipeline_timeline([r[sched]["order"] for r in res])["grid"]
                 out(f"  {sched} timeline (digit: forward of micro-batch i; letter: its backward; '.': idle): "
                     + " | ".join(grid))
+
+    out("")
+    out("interleaved 1F1B (Megatron-LM; v chunks per rank, unit slot per chunk action; bubble as idle / step "
+        "time and idle / busy time; peak in chunk activations, 1/v of a stage's each)")
+    out(f"{'p':>2} {'v':>2} {'m':>3} {'bubble':>7} {'(p-1)/(vm+p-1)':>14} {'idle/busy':>9} {'(p-1)/(vm)':>10} "
+        f"{'1F1B':>6} {'peak by rank':>14} {'expected':>14} {'p2p bytes by rank':>26} {'formula':>9} {'grad diff':>9}")
+    for p, v, m in ((2, 2, 4), (2, 4, 4), (4, 2, 8)):
+        rows = launch(_ilv_rank, p, args=(v, m), timeout=timeout)
+        tl = pipeline_timeline([r["order"] for r in rows])
+        want, want_ideal = (pipeline_bubble_fraction(p, m, "interleaved", v),
+                            pipeline_bubble_fraction(p, m, "interleaved", v, denominator="ideal"))
+        peaks = [r["peak_in_flight"] for r in rows]
+        want_peaks = [interleaved_peak_in_flight(s, p, m, v) for s in range(p)]
+        sent = [r["p2p"]["send"].get("bytes", 0) for r in rows]
+        p2p_ok = all({k: d.get("bytes", 0) for k, d in r["p2p"].items()}
+                     == interleaved_p2p_bytes(s, p, m, v, _MB * _S * _H, 8) for s, r in enumerate(rows))
+        order_ok = all(r["order"] == interleaved_schedule_order(s, p, m, v) for s, r in enumerate(rows))
+        diff = max(r["max_diff"] for r in rows)
+        row_ok = (abs(tl["bubble"] - want) < 1e-12 and abs(tl["bubble_ideal"] - want_ideal) < 1e-12
+                  and peaks == want_peaks and p2p_ok and order_ok and diff < 1e-10)
+        ok &= row_ok
+        out(f"{p:>2} {v:>2} {m:>3} {tl['bubble']:>7.4f} {want:>14.4f} {tl['bubble_ideal']:>9.4f} {want_ideal:>10.4f} "
+            f"{(p - 1) / m:>6.3f} {str(peaks):>14} {str(want_peaks):>14} {str(sent):>26} "
+            f"{'= formula' if p2p_ok else 'DIFFERS':>9} {diff:>9.1e}")
+    out("  p2p bytes = (2 v - [r = 0] - [r = p-1]) m a e per rank each way (a = act numel, e = 8): v times 1F1B's "
+        "on an inner rank, (2 v - 1) m a e at the ends")
 
     out("")
     out("tensor / sequence parallelism: one layer forward + backward on 2 ranks (calls, bytes per rank)")
