@@ -1,9 +1,9 @@
 """Lab part 2's references on NCCL with CUDA tensors (issue 16), skipped without enough GPUs.
 
-Tensor parallelism and sequence parallelism (`solutions_lib.dist.tensor_parallel`), the AFAB and
-1F1B pipelines (`pipeline`), ring attention (`context_parallel`) and the DP x TP mesh (`mesh`) run
-on NCCL ranks, one GPU each (the launcher's `torch.cuda.set_device(rank)`), with every tensor on
-that GPU, float64 and TF32 off. The oracle is one process on the CPU in float64 (in each rank,
+Tensor parallelism and sequence parallelism (`solutions_lib.dist.tensor_parallel`), the AFAB,
+1F1B and interleaved 1F1B pipelines (`pipeline`), ring attention (`context_parallel`) and the
+DP x TP mesh (`mesh`) run on NCCL ranks, one GPU each (the launcher's
+`torch.cuda.set_device(rank)`), with every tensor on that GPU, float64 and TF32 off. The oracle is one process on the CPU in float64 (in each rank,
 as in the gloo tests: the parent runs no backward, so forked gloo ranks of later tests can), built
 from the gloo tests' cases (test_dist_tp, test_dist_pp, test_dist_cp), with their tolerances. One
 launch per reference runs both of its variants (TP and TP + SP, AFAB and 1F1B, causal and full).
@@ -251,6 +251,18 @@ def test_pipeline_afab_and_1f1b_on_nccl(backend):
             assert sum(map(len, r["batches"])) == r["p2p"]["send"]["calls"] + r["p2p"]["recv"]["calls"], r["batches"]
         # ... in batches that cannot deadlock where a send waits for its receive (NCCL)
         assert _nccl_progress([r["batches"] for r in res]) == "ok", (schedule, [r["batches"] for r in res])
+
+
+@pytest.mark.parametrize("backend", _backends(2))
+def test_pipeline_interleaved_on_nccl(backend):
+    """Interleaved 1F1B (v = 2 chunks per rank): the gloo test's rank body and checks (gradients and
+    losses vs one process, Megatron's order, the simulator's bubble, peak, bytes, the planned batches
+    and their NCCL progress replay), on the rank's GPU under NCCL."""
+    world, ms, v = 2, (2, 4), 2
+    per_rank = _launch(pp_cases._ilv_rank, world, backend, v, ms, world * v)
+    for m in ms:
+        _check_devices([r[m] for r in per_rank], backend)
+    pp_cases._check_interleaved(world, ms, v, per_rank)
 
 
 # ---------------------------------------------------------------- ring attention

@@ -148,7 +148,10 @@ def _as_batches(plan, rank):
 
 
 def _ilv_rank(rank, world, v, ms, layers):
-    record = _nccl_replay()._recording_batches
+    """Also the body of tests/test_dist_nccl_part2.py's NCCL run: the rank's GPU under NCCL (the
+    oracle stays on the CPU), the CPU on gloo."""
+    nccl = _nccl_replay()
+    dev = nccl._rank_device()
     out = {}
     for m in ms:
         inputs, targets = _batches(m)
@@ -158,16 +161,18 @@ def _ilv_rank(rank, world, v, ms, layers):
             loss = _loss(ref(x), y)
             (loss / m).backward()
             ref_losses.append(float(loss.detach()))
-        model = _model(layers)
+        model = _model(layers).to(dev)
         parts = split_transformer(model, world * v)[rank::world]  # chunks rank, rank + p, ...
         stage = InterleavedStage(parts, (MB, S, H), torch.float64, loss_fn=_loss)
-        with record() as batches:
-            r = run_interleaved(stage, inputs, targets)
+        with nccl._recording_batches() as batches:
+            r = run_interleaved(stage, [x.to(dev) for x in inputs], [y.to(dev) for y in targets])
         ref_grads = {n: p.grad for n, p in ref.named_parameters()}
         names = {id(p): n for n, p in model.named_parameters()}
         r.update(batches=batches, ref_losses=ref_losses,
-                 diffs={names[id(p)]: float((p.grad - ref_grads[names[id(p)]]).abs().max())
-                        for c in parts for p in c.parameters()})
+                 diffs={names[id(p)]: float((p.grad.cpu() - ref_grads[names[id(p)]]).abs().max())
+                        for c in parts for p in c.parameters()},
+                 devices={str(stage.device)} | {str(t.device) for c in parts for p in c.parameters()
+                                                for t in (p, p.grad)})
         out[m] = r
     errors = []
     for bad in (lambda: run_interleaved(stage, _batches(world + 1)[0], _batches(world + 1)[1]),  # m % p != 0
@@ -183,11 +188,18 @@ def _ilv_rank(rank, world, v, ms, layers):
     return out
 
 
-@pytest.mark.parametrize("world,ms", [(2, (2, 4)), (4, (4, 8))])
+# 2 ranks (m = 2 and 4; both directions of the one pair carry activations and gradients): the same
+# body and checks run as tests/test_dist_nccl_part2.py::test_pipeline_interleaved_on_nccl[gloo-cpu]
+@pytest.mark.parametrize("world,ms", [(4, (4, 8))])
 def test_interleaved_matches_one_process_and_the_simulator(world, ms):
     v = 2
-    nccl = _nccl_replay()
+    _nccl_replay()  # imported before the ranks fork
     per_rank = launch(_ilv_rank, world, args=(v, ms, world * v), timeout=60)
+    _check_interleaved(world, ms, v, per_rank)
+
+
+def _check_interleaved(world, ms, v, per_rank):
+    nccl = _nccl_replay()
     for r in per_rank:
         assert "multiple of n_stages" in r["errors"][0] and "chunks" in r["errors"][1] \
             and "InterleavedStage" in r["errors"][2], r["errors"]

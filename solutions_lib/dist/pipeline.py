@@ -361,7 +361,8 @@ def interleaved_warmup(stage: int, n_stages: int, micro_batches: int, chunks: in
     return v * m if m == p else min(2 * (p - stage - 1) + (v - 1) * p, v * m)
 
 
-def interleaved_schedule_order(stage: int, n_stages: int, micro_batches: int, chunks: int) -> list[tuple[str, int, int]]:
+def interleaved_schedule_order(stage: int, n_stages: int, micro_batches: int,
+                               chunks: int) -> list[tuple[str, int, int]]:
     """The order of ("F", i, c) / ("B", i, c) actions (micro-batch i on the rank's model chunk c,
     virtual stage c p + stage) of rank `stage` in Megatron-LM's interleaved 1F1B schedule
     (Narayanan et al. 2021, sec. 2.2). Forward number k: micro-batch (k // (p v)) p + k % p on
