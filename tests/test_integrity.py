@@ -210,29 +210,16 @@ def test_tampering_class_scores_what_it_deserves_and_is_flagged(fixture_course):
     assert "vnd.tas.check" not in html and "square(-7.5)" not in html
 
 
-def test_a_failed_rank_puts_its_own_error_first():
+@pytest.mark.parametrize("rank,peers", [(1, ""), (0, "\n(ranks [1, 2] failed after it)")])
+def test_a_failed_rank_puts_its_own_error_first(rank, peers):
     import nbformat
 
     from solutions_lib.course.integrity import explain_errors
 
     cell = nbformat.v4.new_code_cell("launch_graded(check, 2)")
     cell.outputs = [nbformat.v4.new_output("error", ename="LaunchError", evalue=(
-        "rank 1 failed:\nTraceback (most recent call last):\n  File \"x.py\", line 3, in f\n"
-        "    raise NotImplementedError()\nNotImplementedError"), traceback=[])]
+        f"rank {rank} failed:\nTraceback (most recent call last):\n  File \"x.py\", line 3, in f\n"
+        f"    raise NotImplementedError()\nNotImplementedError{peers}"), traceback=[])]
     explain_errors(cell)
     first = cell.outputs[0]["evalue"].splitlines()[0]
-    assert first.startswith("rank 1 failed with NotImplementedError") and "replace the `raise NotImplementedError()`" in first
-
-
-def test_a_failed_rank_names_its_own_error_not_the_peers_line():
-    import nbformat
-
-    from solutions_lib.course.integrity import explain_errors
-
-    cell = nbformat.v4.new_code_cell("launch_graded(check, 2)")
-    cell.outputs = [nbformat.v4.new_output("error", ename="LaunchError", evalue=(
-        "rank 0 failed:\nTraceback (most recent call last):\n  File \"x.py\", line 3, in f\n"
-        "    raise NotImplementedError()\nNotImplementedError\n(ranks [1, 2] failed after it)"), traceback=[])]
-    explain_errors(cell)
-    first = cell.outputs[0]["evalue"].splitlines()[0]
-    assert first.startswith("rank 0 failed with NotImplementedError") and "replace the `raise" in first
+    assert first.startswith(f"rank {rank} failed with NotImplementedError") and "replace the `raise NotImplementedError()`" in first
