@@ -55,7 +55,7 @@ WITHHELD: dict[str, tuple[str, ...]] = {
                         "tp_crossover_from"),
     "dist.context_parallel": ("causal_pairs_per_rank", "merge_partials", "ring_attention", "zigzag_indices"),
     "dist.mesh": ("average_gradients", "init_mesh", "mesh_coordinates"),
-    "dist.pipeline": ("PipelineStage", "run_1f1b", "run_afab", "schedule_order"),
+    "dist.pipeline": ("InterleavedStage", "PipelineStage", "run_1f1b", "run_afab", "schedule_order"),
     "memory": ("activation_bytes_per_layer", "checkpoint_epoch_time", "checkpoint_layout_bytes",
                "checkpointed_activation_bytes", "fits_on", "min_zero_stage", "model_state_bytes", "optimal_interval",
                "optimal_segment_interval", "predicted_transformer_activation_bytes", "recompute_overhead",
