@@ -209,3 +209,20 @@ def test_comm_counter_skips_ops_this_torch_lacks(monkeypatch):
     with CommCounter() as cc:
         pass
     assert cc.summary() == {}
+
+
+def _first_backward_with_grad(rank, world):
+    import sys
+
+    preloaded = "torch.fx.experimental.symbolic_shapes" in sys.modules
+    y = torch.nn.Linear(4, 4)(torch.randn(2, 4))
+    y.backward(torch.ones_like(y))      # torch imports symbolic_shapes (and sympy) here if not yet
+    return preloaded
+
+
+def test_forked_ranks_inherit_the_lazy_import_of_a_first_backward_with_a_gradient():
+    # A first `y.backward(grad)` imports torch.fx.experimental.symbolic_shapes (0.3-0.5 s); a
+    # pipeline stage's peer then waits that long for a message. The launcher imports it once in
+    # the parent, so no forked rank pays it.
+    res = launch(_first_backward_with_grad, 2)
+    assert res == [True, True]

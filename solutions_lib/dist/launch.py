@@ -49,6 +49,25 @@ class _RendezvousError(LaunchError):
     """The ranks never formed a process group (a rank stuck or failing in start-up)."""
 
 
+_PRELOADED: list[bool] = []
+
+
+def _preload_for_fork() -> None:
+    """Import, once in the parent, what every forked rank would otherwise import on its own.
+
+    torch's first `tensor.backward(grad)` with an explicit gradient (a pipeline stage, a
+    tensor-parallel output) imports `torch.fx.experimental.symbolic_shapes` and with it sympy:
+    0.3-0.5 s, paid again by every rank of every launch, where it looks like a slow message
+    (the peer waits). Imported here it is inherited by each fork for free."""
+    if _PRELOADED:
+        return
+    _PRELOADED.append(True)
+    try:
+        import torch.fx.experimental.symbolic_shapes  # noqa: F401
+    except Exception:  # noqa: BLE001 - another torch version may not have it; nothing to gain then
+        pass
+
+
 def _hide_cuda() -> None:
     """In a forked rank: CUDA is unusable here (the driver was initialised in the parent), so
     say so, or `torch.optim`'s step (its graph-capture check) and RNG snapshots call into CUDA
@@ -117,6 +136,8 @@ def launch(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), kwa
         raise ValueError(f"NCCL needs {world_size} GPUs, found {torch.cuda.device_count()}")
     if start_method is None:
         start_method = "fork" if backend == "gloo" and sys.platform.startswith("linux") else "spawn"
+    if start_method == "fork":
+        _preload_for_fork()
     threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
     ctx = mp.get_context(start_method)
     for attempt in range(rendezvous_retries + 1):
