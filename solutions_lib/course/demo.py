@@ -71,8 +71,8 @@ NOTEBOOK_SECONDS = {
     "10_distributed_lab/exercises_3_training_script": 13.0, "10_distributed_lab/theory": 8.0,
     "07_numerics_attention/exercises_2_flash_attention": 7.0, "09_debugging_cost/exercises_2_profiling": 9.0,
     "11_model_parallel/theory": 5.0, "11_model_parallel/exercises_1_tensor_sequence": 14.0,
-    "11_model_parallel/exercises_2_pipeline_context": 25.0, "11_model_parallel/exercises_3_fsdp_sharded_optimizer": 15.0,
-    "11_model_parallel/exercises_4_comm_bound": 16.0,
+    "11_model_parallel/exercises_2_pipeline_context": 13.0, "11_model_parallel/exercises_3_fsdp_sharded_optimizer": 15.0,
+    "11_model_parallel/exercises_4_comm_bound": 10.0,
 }
 #: a notebook not in the table (nor measured yet)
 DEFAULT_NOTEBOOK_SECONDS = 8.0
