@@ -2,6 +2,7 @@
 
     python -m solutions_lib.dist.train --world-size 2 --steps 200 --out runs/demo
     python -m solutions_lib.dist.train --world-size 4 --tp 2 --pp 2 --steps 200 --out runs/tp_pp
+    python -m solutions_lib.dist.train --world-size 4 --tp 2 --sp --pp 2 --virtual-stages 2 --layers 4 --out runs/3d
     torchrun --standalone --nproc-per-node 2 -m solutions_lib.dist.train --steps 200 --out runs/demo
 
 What a production script needs, each in a small function that the lab's exercises rebuild:
@@ -32,6 +33,10 @@ What a production script needs, each in a small function that the lab's exercise
   gradients averaged over the DP group only; the batch is split over the DP dimension only, so
   the loss curve is the one-process run's (to float rounding). Each rank checkpoints its own
   shard; a resume needs the same layout (another raises ValueError). fp16 is DP-only;
+  ``--sp`` (needs T >= 2, seq_len divisible by T) adds sequence parallelism to the TP blocks
+  (Korthikanti et al. 2022): the activations between them are split along the sequence;
+  ``--virtual-stages v`` (needs P >= 2, M a multiple of P, layers divisible by P v) runs the
+  interleaved 1F1B schedule with v model chunks per pipeline rank (`pipeline.run_interleaved`);
 * determinism on a GPU: ``--deterministic`` (the default) switches torch's deterministic
   algorithms on in each CUDA rank (SDPA's flash and memory-efficient backward otherwise add
   with atomics, so two identical runs differ in the last bits and a resume is not bit-exact);
@@ -113,6 +118,8 @@ class TrainConfig:
     tp: int = 1                        # tensor-parallel ranks per group (train_layout.py)
     pp: int = 1                        # pipeline stages
     micro_batches: int | None = None   # per step and DP replica, run by 1F1B (None: pp)
+    sp: bool = False                   # sequence parallelism in the TP blocks (needs tp >= 2)
+    virtual_stages: int = 1            # model chunks per pipeline rank (> 1: interleaved 1F1B)
 
     @property
     def dp(self) -> int:
@@ -127,6 +134,11 @@ class TrainConfig:
     def layout_run(self) -> bool:
         """True when the run needs train_layout.py (TP, PP or micro-batches) rather than plain DDP."""
         return self.tp > 1 or self.pp > 1 or self.n_micro > 1
+
+    @property
+    def layout(self) -> dict:
+        """What a checkpoint of this run records (and a resume must match): dp, tp, pp, sp, v."""
+        return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "sp": self.sp, "virtual_stages": self.virtual_stages}
 
     @property
     def global_batch(self) -> int:
@@ -147,7 +159,7 @@ class TrainConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
                 raise ValueError(f"{name} must be an int >= {minimum}, got {v!r}")
         for name in ("steps", "world_size", "local_batch", "base_batch", "seq_len", "layers",
-                     "d_model", "heads", "keep_last", "tp", "pp"):
+                     "d_model", "heads", "keep_last", "tp", "pp", "virtual_stages"):
             pos_int(name)
         for name in ("warmup", "checkpoint_every", "seed"):
             pos_int(name, 0)
@@ -198,6 +210,23 @@ class TrainConfig:
         if self.local_batch % self.n_micro:
             raise ValueError(f"micro_batches={self.n_micro} must divide local_batch={self.local_batch} "
                              f"(equal micro-batches)")
+        if not isinstance(self.sp, bool):
+            raise ValueError(f"sp must be True or False, got {self.sp!r}")
+        if self.sp and self.tp < 2:
+            raise ValueError(f"sp (sequence parallelism) splits the sequence over the TP ranks: it needs tp >= 2, "
+                             f"got tp={self.tp}")
+        if self.sp and self.seq_len % self.tp:
+            raise ValueError(f"sp: the sequence length seq_len={self.seq_len} must be divisible by tp={self.tp} "
+                             f"(each TP rank holds an equal sequence shard)")
+        v = self.virtual_stages
+        if v > 1 and self.pp < 2:
+            raise ValueError(f"virtual_stages={v} (interleaved pipeline) needs pp >= 2, got pp={self.pp}")
+        if v > 1 and self.n_micro % self.pp:
+            raise ValueError(f"virtual_stages={v}: the interleaved schedule sends micro-batches through in groups "
+                             f"of pp, so micro_batches={self.n_micro} must be a multiple of pp={self.pp}")
+        if self.layers % (self.pp * v):
+            raise ValueError(f"pp x virtual_stages = {self.pp} x {v} must divide layers={self.layers} "
+                             f"(equal pipeline chunks)")
         if self.layout_run and self.amp == "fp16":
             raise ValueError("amp='fp16' (GradScaler) is not supported with tp, pp or micro_batches > 1; "
                              "use amp='bf16' or 'none'")
@@ -244,6 +273,11 @@ def _build_parser() -> argparse.ArgumentParser:
     a("--pp", type=int, default=d.pp, help="pipeline stages (1F1B schedule); must divide --layers")
     a("--micro-batches", type=int, default=d.micro_batches,
       help="micro-batches per step and DP replica (default: --pp); must divide --local-batch")
+    a("--sp", action="store_true", default=d.sp,
+      help="sequence parallelism in the TP blocks (needs --tp >= 2 dividing --seq-len)")
+    a("--virtual-stages", type=int, default=d.virtual_stages,
+      help="model chunks per pipeline rank: > 1 runs the interleaved 1F1B schedule "
+           "(needs --pp >= 2, --micro-batches a multiple of --pp, --layers divisible by pp x v)")
     return p
 
 
@@ -609,22 +643,31 @@ def in_torchrun() -> bool:
 
 
 def saved_layout(path) -> dict:
-    """{"dp", "tp", "pp"} of the run that wrote checkpoint `path` (a checkpoint written before the
-    layouts existed: plain DP over its world size)."""
+    """{"dp", "tp", "pp", "sp", "virtual_stages"} of the run that wrote checkpoint `path` (a checkpoint
+    written before the layouts existed: plain DP over its world size; before --sp and
+    --virtual-stages: sp False, 1 virtual stage)."""
     mine = torch.load(Path(path) / "extra_rank0.pt", weights_only=False)
-    return mine["extra"].get("layout") or {"dp": mine["world_size"], "tp": 1, "pp": 1}
+    got = mine["extra"].get("layout") or {"dp": mine["world_size"], "tp": 1, "pp": 1}
+    return {"sp": False, "virtual_stages": 1, **got}
+
+
+def _describe_layout(lay: dict) -> str:
+    return (f"dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}" + (", sequence parallel" if lay.get("sp") else "")
+            + (f", {lay['virtual_stages']} virtual stages" if lay.get("virtual_stages", 1) > 1 else ""))
 
 
 def check_resume_layout(path, cfg: TrainConfig) -> None:
     """ValueError unless checkpoint `path` can be resumed with cfg's layout: the same tp and pp
-    (each rank loads its own shard), and with tp or pp > 1 also the same dp. A DP-only run may
-    resume on another world size (same data order, not bit-exact)."""
-    got = saved_layout(path)
-    want = {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp}
-    if (got["tp"], got["pp"]) != (cfg.tp, cfg.pp) or ((cfg.tp > 1 or cfg.pp > 1) and got != want):
-        raise ValueError(f"checkpoint {path} was written with layout dp {got['dp']} x tp {got['tp']} x pp {got['pp']}; "
-                         f"this run is dp {cfg.dp} x tp {cfg.tp} x pp {cfg.pp}: resume with the same layout "
-                         f"(--world-size {got['dp'] * got['tp'] * got['pp']} --tp {got['tp']} --pp {got['pp']})")
+    (each rank loads its own shard), sp and virtual_stages, and with tp or pp > 1 also the same dp.
+    A DP-only run may resume on another world size (same data order, not bit-exact)."""
+    got, want = saved_layout(path), cfg.layout
+    key = ("tp", "pp", "sp", "virtual_stages")
+    if any(got[k] != want[k] for k in key) or ((cfg.tp > 1 or cfg.pp > 1) and got != want):
+        flags = (f"--world-size {got['dp'] * got['tp'] * got['pp']} --tp {got['tp']} --pp {got['pp']}"
+                 + (" --sp" if got["sp"] else "")
+                 + (f" --virtual-stages {got['virtual_stages']}" if got["virtual_stages"] > 1 else ""))
+        raise ValueError(f"checkpoint {path} was written with layout {_describe_layout(got)}; "
+                         f"this run is {_describe_layout(want)}: resume with the same layout ({flags})")
 
 
 def _rank_main(rank: int, world_size: int, cfg: TrainConfig) -> dict:
@@ -669,7 +712,7 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
         from . import train_layout as tl  # TP / PP: one part of the model per rank, DP over the dp groups
         layout = tl.init_layout(cfg.dp, cfg.tp, cfg.pp)
         data = ShardedBatches(dataset, layout.dp_rank, layout.dp, cfg.local_batch, cfg.seed)
-        model = tl.build_stage(model, layout, cfg.amp, device.type)
+        model = tl.build_stage(model, layout, cfg.amp, device.type, cfg.sp, cfg.virtual_stages)
         ddp, shard = model, layout.shard_key
         stage = tl.make_pipeline_stage(model, layout, cfg.local_batch // cfg.n_micro, cfg.seq_len, cfg.d_model, device)
     else:
@@ -698,7 +741,7 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
     log.print(f"world {world_size} ({dist.get_backend()}, {device.type}), global batch {cfg.global_batch} "
               f"x {cfg.seq_len} tokens, peak lr {cfg.peak_lr:.3g}, {n_params:,} parameters, vocab {corpus.vocab}, "
               f"{len(data.dataset)} windows = {data.batches_per_epoch} steps/epoch, amp {cfg.amp}"
-              + (f", layout dp {cfg.dp} x tp {cfg.tp} x pp {cfg.pp}, {cfg.n_micro} micro-batches"
+              + (f", layout {_describe_layout(cfg.layout)}, {cfg.n_micro} micro-batches"
                  if layout is not None else ""))
 
     stop = min(cfg.steps, cfg.stop_after or cfg.steps)
@@ -736,12 +779,13 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
             save_checkpoint(ckpt_dir, done, ddp, optimizer, scheduler=scheduler, scaler=scaler,
                             keep_last=cfg.keep_last, shard=shard,
                             extra={"data": data.state_dict(), "elapsed_s": elapsed0 + time.perf_counter() - t_run,
-                                   "layout": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp}})
+                                   "layout": cfg.layout})
             last_saved = done
     log.end_progress()
     wall = time.perf_counter() - t_run
 
     result = {"rank": rank, "world_size": world_size, "layout": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp},
+              "sp": cfg.sp, "virtual_stages": cfg.virtual_stages,
               "start_step": start, "steps": steps, "losses": losses,
               "lrs": lrs, "final_loss": losses[-1] if losses else None,
               "final_loss_avg5": sum(losses[-5:]) / len(losses[-5:]) if losses else None,

@@ -15,6 +15,23 @@ World = dp x tp x pp ranks, TP innermost (Megatron-LM's order, as in `mesh.py`),
   The output layer reuses the token embedding (weight tying): with pp > 1 the last stage holds a
   copy, and the two gradients are summed over the (first, last) stage pair every step (as
   Megatron-LM does), so both copies get the same update and stay equal.
+* Sequence parallelism (``--sp``; Korthikanti et al. 2022, "Reducing Activation Recomputation in
+  Large Transformer Models"): the TP blocks run with `sequence_parallel=True`, so the residual
+  stream between them is split along the sequence, TP rank t holding positions t S/tp ..
+  (t+1) S/tp - 1 (S/tp must be whole). Stage 0 embeds the whole sequence on every TP rank and
+  keeps its shard (`split_to_sp`: slice forward, all-gather of the gradient backward, so the
+  replicated embeddings get the whole gradient on every rank); the pipeline passes shards
+  (mb, S/tp, h); the last stage all-gathers them (`gather_from_sp_replicated`: all-gather forward,
+  this rank's slice of the gradient backward: the loss after it is computed whole on every TP
+  rank) before ln_f and the output layer. The replicated parameters inside the blocks
+  (LayerNorms, row-parallel biases) then see only their shard's gradient: each block's
+  `allreduce_replicated_grads()` sums them over the TP group after the schedule (Megatron-LM does
+  the same).
+* Interleaved pipeline (``--virtual-stages v``; Narayanan et al. 2021, sec. 2.2): the model is
+  cut into v pp chunks of L/(v pp) layers and pipeline rank r holds chunks r, r + pp, ...,
+  r + (v-1) pp (`ChunkedStageModel`); chunk 0 embeds, chunk v pp - 1 (on the last pipeline rank)
+  applies ln_f and the tied output layer, so the tied pair is still (first, last) pipeline rank.
+  One step = `pipeline.run_interleaved` on an `InterleavedStage`; M must be a multiple of pp.
 * DP group: the dp ranks with the same (pp, tp) coordinates hold the same shard; their gradients
   are averaged there (`mesh.average_gradients`: one flat all-reduce per step). The batch is split
   across the DP dimension only: all TP and PP ranks of one replica read the same batch.
@@ -36,8 +53,9 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["Layout", "layout_coordinates", "init_layout", "StageModel", "build_stage", "make_pipeline_stage",
-           "layout_train_step", "clip_grad_norm_layout"]
+__all__ = ["Layout", "layout_coordinates", "init_layout", "StageModel", "ChunkedStageModel", "build_stage",
+           "make_pipeline_stage", "layout_train_step", "clip_grad_norm_layout", "split_to_sp",
+           "gather_from_sp_replicated"]
 
 
 def layout_coordinates(rank: int, dp: int, tp: int, pp: int) -> tuple[int, int, int]:
@@ -114,25 +132,77 @@ def init_layout(dp: int, tp: int, pp: int) -> Layout:
     return Layout(dp, tp, pp, d0, t0, p0, mine["dp"], mine["tp"], mine["pp"], mine["mp"], mine.get("embed"))
 
 
+class _SplitToSP(torch.autograd.Function):
+    """Forward: this rank's sequence shard of a tensor every TP rank holds whole; backward:
+    all-gather of the shards' gradients (every rank gets the whole gradient)."""
+
+    @staticmethod
+    def forward(ctx, x, group, dim):
+        ctx.group, ctx.dim = group, dim
+        r, t = dist.get_rank(group), dist.get_world_size(group)
+        k = x.shape[dim] // t
+        return x.narrow(dim, r * k, k).contiguous()
+
+    @staticmethod
+    def backward(ctx, grad):
+        from .tensor_parallel import _all_gather_seq
+
+        return _all_gather_seq(grad, ctx.group, ctx.dim), None, None
+
+
+class _GatherFromSPReplicated(torch.autograd.Function):
+    """Forward: all-gather of the sequence shards; backward: this rank's slice of the gradient
+    (what follows runs whole and identically on every TP rank, so each rank's gradient of the
+    gathered tensor is already the whole one: no sum, unlike `tensor_parallel.gather_from_sp`)."""
+
+    @staticmethod
+    def forward(ctx, x, group, dim):
+        from .tensor_parallel import _all_gather_seq
+
+        ctx.group, ctx.dim, ctx.k = group, dim, x.shape[dim]
+        return _all_gather_seq(x, group, dim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        r = dist.get_rank(ctx.group)
+        return grad.narrow(ctx.dim, r * ctx.k, ctx.k).contiguous(), None, None
+
+
+def split_to_sp(x: torch.Tensor, group, dim: int = 1) -> torch.Tensor:
+    """Replicated (b, s, h) -> this TP rank's sequence shard (b, s/t, h); backward all-gathers."""
+    return _SplitToSP.apply(x, group, dim)
+
+
+def gather_from_sp_replicated(x: torch.Tensor, group, dim: int = 1) -> torch.Tensor:
+    """Sequence shard (b, s/t, h) -> the whole (b, s, h) on every TP rank; backward keeps the shard."""
+    return _GatherFromSPReplicated.apply(x, group, dim)
+
+
 class StageModel(nn.Module):
     """This rank's part of `solutions_lib.dist.gpt.GPT`: layers start..stop-1 (TensorParallelBlocks
     when tp > 1), the embeddings on the first stage, ln_f and the tied output layer on the last.
-    forward: token ids (b, s) or activations (b, s, h) -> activations (b, s, h) or logits."""
+    forward: token ids (b, s) or activations (b, s, h) -> activations (b, s, h) or logits; with
+    `sequence_parallel=True` the activations in and out are this TP rank's shard (b, s/t, h)."""
 
     def __init__(self, gpt: nn.Module, start: int, stop: int, first: bool, last: bool, tp_group=None,
-                 amp: str = "none", device_type: str = "cpu"):
+                 amp: str = "none", device_type: str = "cpu", sequence_parallel: bool = False):
         super().__init__()
         from .tensor_parallel import TensorParallelBlock, causal_mask
 
         self.first, self.last, self.tp = first, last, tp_group is not None
+        if sequence_parallel and not self.tp:
+            raise ValueError("sequence_parallel needs a TP group (tp >= 2)")
         self.amp, self.device_type = amp, device_type
+        self.sequence_parallel, self.tp_group = sequence_parallel, tp_group
+        self.tp_size = dist.get_world_size(tp_group) if self.tp else 1
         blocks = list(gpt.blocks[start:stop])
         if self.tp:
             # TensorParallelBlock reads a block's ln1, qkv, proj, heads, ln2, fc1, fc2
             blocks = [TensorParallelBlock(SimpleNamespace(ln1=b.ln1, qkv=b.attn.qkv, proj=b.attn.proj,
                                                           heads=b.attn.heads, ln2=b.ln2, fc1=b.mlp[0],
-                                                          fc2=b.mlp[2]), tp_group) for b in blocks]
-            self.register_buffer("mask", causal_mask(gpt.seq_len), persistent=False)
+                                                          fc2=b.mlp[2]), tp_group, sequence_parallel)
+                      for b in blocks]
+            self.register_buffer("mask", causal_mask(gpt.seq_len, device=gpt.tok.weight.device), persistent=False)
         self.blocks = nn.ModuleList(blocks)
         self.tied_copy = None
         if first:
@@ -151,30 +221,81 @@ class StageModel(nn.Module):
                   {id(p) for b in self.blocks for p in b.replicated_parameters()}
         return [p for p in self.parameters() if id(p) not in sharded]
 
+    def allreduce_replicated_grads(self) -> int:
+        """Under sequence parallelism: sum the blocks' replicated gradients over the TP group
+        (`TensorParallelBlock.allreduce_replicated_grads`, one all_reduce per layer). Returns the calls."""
+        if not self.sequence_parallel:
+            return 0
+        return sum(b.allreduce_replicated_grads() for b in self.blocks)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ctx = (nullcontext() if self.amp == "none" else
                torch.autocast(self.device_type, dtype=torch.bfloat16 if self.amp == "bf16" else torch.float16))
         with ctx:
-            S = x.shape[1]
+            sp = self.sequence_parallel
+            # the whole sequence length (x is a sequence shard under SP, except token ids)
+            S = x.shape[1] if self.first or not sp else x.shape[1] * self.tp_size
             if self.first:
                 x = self.tok(x) + self.pos(torch.arange(S, device=x.device))
+                if sp:
+                    x = split_to_sp(x, self.tp_group)
             for block in self.blocks:
                 x = block(x, self.mask[:S, :S]) if self.tp else block(x)
             if self.last:
+                if sp:
+                    x = gather_from_sp_replicated(x, self.tp_group)
                 w = self.tok.weight if self.first else self.head
                 return F.linear(self.ln_f(x), w)
             return x
 
 
-def build_stage(gpt: nn.Module, layout: Layout, amp: str = "none", device_type: str = "cpu") -> StageModel:
-    """Cut the full model (the same initial weights on every rank) to this rank's stage and shard."""
-    L = len(gpt.blocks)
-    if L % layout.pp:
-        raise ValueError(f"pp={layout.pp} must divide layers={L} (equal pipeline stages)")
-    k = L // layout.pp
-    s = layout.pp_rank
-    return StageModel(gpt, s * k, (s + 1) * k, layout.first, layout.last,
-                      layout.tp_group if layout.tp > 1 else None, amp, device_type)
+class ChunkedStageModel(nn.Module):
+    """This pipeline rank's v chunks of an interleaved pipeline (`chunks[c]`: virtual stage
+    c pp + pp_rank, a `StageModel`). Offers what `layout_train_step`, `clip_grad_norm_layout`
+    and the checkpoint need: parameters, `tok` (chunk 0 on the first rank), `tied_copy` (the last
+    chunk on the last rank), `replicated_parameters`, `allreduce_replicated_grads`."""
+
+    def __init__(self, chunks):
+        super().__init__()
+        self.chunks = nn.ModuleList(chunks)
+        self.sequence_parallel = chunks[0].sequence_parallel
+        self.tied_copy = chunks[-1].tied_copy
+
+    @property
+    def tok(self):
+        return self.chunks[0].tok
+
+    def replicated_parameters(self) -> list[nn.Parameter]:
+        return [p for c in self.chunks for p in c.replicated_parameters()]
+
+    def allreduce_replicated_grads(self) -> int:
+        return sum(c.allreduce_replicated_grads() for c in self.chunks)
+
+    def forward(self, x):  # pragma: no cover - the schedule calls the chunks
+        raise RuntimeError("a ChunkedStageModel runs chunk by chunk (pipeline.run_interleaved)")
+
+
+def build_stage(gpt: nn.Module, layout: Layout, amp: str = "none", device_type: str = "cpu",
+                sequence_parallel: bool = False, virtual_stages: int = 1):
+    """Cut the full model (the same initial weights on every rank) to this rank's stage and shard:
+    a `StageModel`, or with virtual_stages v > 1 a `ChunkedStageModel` of v chunks (interleaved)."""
+    L, p, v = len(gpt.blocks), layout.pp, virtual_stages
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"virtual_stages must be an int >= 1, got {v!r}")
+    if v > 1 and p < 2:
+        raise ValueError(f"virtual_stages={v} (interleaved pipeline) needs pp >= 2, got pp={p}")
+    if L % (p * v):
+        raise ValueError(f"pp x virtual_stages = {p} x {v} must divide layers={L} (equal pipeline chunks)")
+    k = L // (p * v)
+    tp_group = layout.tp_group if layout.tp > 1 else None
+    if sequence_parallel and tp_group is None:
+        raise ValueError("sequence parallelism needs tp >= 2")
+    chunks = []
+    for c in range(v):
+        s = c * p + layout.pp_rank  # virtual stage
+        chunks.append(StageModel(gpt, s * k, (s + 1) * k, s == 0, s == p * v - 1, tp_group, amp, device_type,
+                                 sequence_parallel))
+    return chunks[0] if v == 1 else ChunkedStageModel(chunks)
 
 
 def _loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -183,10 +304,16 @@ def _loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def make_pipeline_stage(model: StageModel, layout: Layout, micro_batch: int, seq_len: int, d_model: int,
                         device: torch.device):
-    """A `pipeline.PipelineStage` on the PP group whose receive buffers live on `device`."""
-    from .pipeline import PipelineStage
+    """A `pipeline.PipelineStage` (an `InterleavedStage` for a `ChunkedStageModel`) on the PP group
+    whose receive buffers live on `device`; under sequence parallelism the activations passed
+    between stages are sequence shards (micro_batch, seq_len / tp, d_model)."""
+    from .pipeline import InterleavedStage, PipelineStage
 
-    return PipelineStage(model, (micro_batch, seq_len, d_model), torch.float32, group=layout.pp_group,
+    s = seq_len // layout.tp if model.sequence_parallel else seq_len
+    if isinstance(model, ChunkedStageModel):
+        return InterleavedStage(list(model.chunks), (micro_batch, s, d_model), torch.float32, group=layout.pp_group,
+                                loss_fn=_loss_fn, device=device)
+    return PipelineStage(model, (micro_batch, s, d_model), torch.float32, group=layout.pp_group,
                          loss_fn=_loss_fn, device=device)
 
 
@@ -213,14 +340,17 @@ def clip_grad_norm_layout(model: StageModel, layout: Layout, max_norm: float) ->
 
 def layout_train_step(model: StageModel, stage, layout: Layout, optimizer, x, y, micro_batches: int,
                       grad_clip: float = 0.0) -> float:
-    """One optimizer step on this rank: 1F1B over the micro-batches, the tied-embedding gradient
-    sum, DP averaging, global-norm clipping, AdamW. Returns this rank's contribution to the step's
-    loss: the mean micro-batch loss on TP rank 0 of the last stage, 0.0 elsewhere."""
+    """One optimizer step on this rank: 1F1B (interleaved 1F1B for an `InterleavedStage`) over the
+    micro-batches, under SP the TP sum of the blocks' replicated gradients, the tied-embedding
+    gradient sum, DP averaging, global-norm clipping, AdamW. Returns this rank's contribution to
+    the step's loss: the mean micro-batch loss on TP rank 0 of the last stage, 0.0 elsewhere."""
     from .mesh import average_gradients
-    from .pipeline import run_1f1b
+    from .pipeline import InterleavedStage, run_1f1b, run_interleaved
 
     optimizer.zero_grad(set_to_none=True)
-    out = run_1f1b(stage, list(x.chunk(micro_batches)), list(y.chunk(micro_batches)))
+    run = run_interleaved if isinstance(stage, InterleavedStage) else run_1f1b
+    out = run(stage, list(x.chunk(micro_batches)), list(y.chunk(micro_batches)))
+    model.allreduce_replicated_grads()
     if layout.embed_group is not None:
         tied = model.tok.weight if layout.first else model.tied_copy
         dist.all_reduce(tied.grad, group=layout.embed_group)
