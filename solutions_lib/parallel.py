@@ -45,6 +45,7 @@ from ._checks import positive_real as _pos
 __all__ = [
     "SCHEDULES", "pipeline_bubble_fraction", "pipeline_bubble_ratio", "min_micro_batches_for_bubble",
     "pipeline_peak_activations", "PipelineTimeline", "simulate_pipeline", "plot_pipeline",
+    "SIM_SCHEDULES", "pipeline_bubble_zb_h1",
     "column_parallel_shard", "row_parallel_shard", "shard_columns", "shard_rows", "heads_per_rank",
     "tp_comm_bytes_per_layer", "dp_comm_bytes_per_step", "tp_dp_breakeven_tokens",
     "transformer_layer_params", "sharding_bytes_per_rank", "SHARDING_STRATEGIES",
@@ -57,6 +58,8 @@ __all__ = [
 ]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
+# the simulator also runs the zero-bubble schedule ZB-H1 (Qi et al. 2024), whose backward is split
+SIM_SCHEDULES = SCHEDULES + ("zb-h1",)
 
 
 # ---------------------------------------------------------------- validation
@@ -161,6 +164,34 @@ def pipeline_peak_activations(stages, micro_batches, schedule="gpipe", chunks=1,
     return min(2 * (p - s - 1) + (v - 1) * p + 1, v * m) / v
 
 
+def pipeline_bubble_zb_h1(stages, micro_batches, t_f, t_b, t_w) -> float:
+    """Idle time of each device in one ZB-H1 step (Qi, Wan, Huang & Lin, "Zero Bubble Pipeline
+    Parallelism", ICLR 2024), in the unit of the op times, for m >= p micro-batches.
+
+    The backward is split into B (gradient w.r.t. the stage's input, t_b) and W (gradient w.r.t.
+    its weights, t_w). 1F1B with the backward in one piece idles (p-1)(t_f + t_b + t_w) per
+    device; ZB-H1 idles
+        (p-1)(t_f + t_b - min(t_w, t_f, t_b)),
+    which is the paper's (p-1)(T_F + T_B - T_W) (its Table 2) whenever t_w <= min(t_f, t_b).
+    Why: every device does the same work m (t_f + t_b + t_w), so all idle the same time. The last
+    stage waits (p-1) t_f for the first forward to arrive; after its last B it still owes p W's
+    (p t_w) while that B climbs the p-1 stages above ((p-1) t_b) and stage 0 runs its last W
+    (t_w): (p-1) t_f + (p-1) t_b + t_w - p t_w. No schedule of W's can go below the waits that
+    do not involve W at all: stage 0 waits (p-1) t_b for the first B to come back, the last stage
+    (p-1) t_f for the first F, so the idle time is at least (p-1) max(t_f, t_b), which is the
+    formula when t_w >= min(t_f, t_b). Checked against
+    `simulate_pipeline(p, m, "zb-h1", t_fwd=t_f, t_bwd=t_b, t_w=t_w)` (tests/test_parallel.py).
+    With m < p the steady state never forms and the closed form does not apply (ValueError).
+    """
+    p = _int("stages", stages)
+    m = _int("micro_batches", micro_batches)
+    if m < p:
+        raise ValueError(f"the ZB-H1 closed form needs micro_batches >= stages, got m={m} < p={p}")
+    tf, tb = _pos("t_f", t_f), _pos("t_b", t_b)
+    tw = _pos("t_w", t_w)
+    return (p - 1) * (tf + tb - min(tw, tf, tb))
+
+
 # ---------------------------------------------------------------- pipeline: simulator
 
 
@@ -169,9 +200,14 @@ class PipelineTimeline:
     """The simulated timeline of one pipelined training step.
 
     ops[d] lists device d's work in order as (kind, micro_batch, chunk, start, end), kind "F" or
-    "B"; chunk is the model chunk on that device (always 0 unless interleaved). Times are exact
-    fractions of the unit of t_fwd/t_bwd. peak_in_flight[d] is the most micro-batch activations
-    device d held at once (a chunk's activation counts 1/chunks).
+    "B", and "W" (weight gradient) for the split-backward schedule "zb-h1"; chunk is the model
+    chunk on that device (always 0 unless interleaved). Times are exact fractions of the unit of
+    t_fwd/t_bwd. peak_in_flight[d] is the most micro-batch activations device d held at once (a
+    chunk's activation counts 1/chunks): a micro-batch is held from the start of its forward to
+    the end of its backward, or of its W when the backward is split (W still reads the stored
+    inputs of the layers).
+    t_w is the weight-gradient time of a split backward ("zb-h1"); for the other schedules a
+    non-zero t_w is part of one unsplit backward op of t_bwd + t_w.
     """
     stages: int
     micro_batches: int
@@ -180,6 +216,7 @@ class PipelineTimeline:
     t_fwd: Fraction
     t_bwd: Fraction
     ops: list = field(default_factory=list)
+    t_w: Fraction = Fraction(0)
 
     @property
     def makespan(self) -> float:
@@ -209,10 +246,14 @@ class PipelineTimeline:
     @property
     def peak_in_flight(self) -> list[float]:
         out = []
+        split = any(op[0] == "W" for dev in self.ops for op in dev)
         for dev in self.ops:
             events = []  # (time, order, delta): frees sort before allocations at the same time
             for kind, _, _, start, end in dev:
-                events.append((start, 1, +1) if kind == "F" else (end, 0, -1))
+                if kind == "F":
+                    events.append((start, 1, +1))
+                elif kind == ("W" if split else "B"):
+                    events.append((end, 0, -1))
             level = peak = 0
             for _, _, delta in sorted(events):
                 level += delta
@@ -230,8 +271,9 @@ class PipelineTimeline:
         return g
 
     def grid(self) -> np.ndarray:
-        """(stages, n_slots) array of labels: "F3" / "B3" (micro-batch 3), "F3c1" for chunk 1 when
-        interleaved, and "" for an idle slot. One slot lasts `self.slot()` time units."""
+        """(stages, n_slots) array of labels: "F3" / "B3" / "W3" (micro-batch 3), "F3c1" for chunk 1
+        when interleaved, and "" for an idle slot. One slot lasts `self.slot()` time units (a W of
+        zero duration takes no slot)."""
         dt = self.slot()
         n = int(self._makespan() / dt)
         g = np.full((len(self.ops), n), "", dtype=object)
@@ -252,6 +294,21 @@ def _device_order(p: int, m: int, v: int, schedule: str, d: int) -> list[tuple[s
         for i in range(m - w):
             order += [("F", w + i, 0), ("B", i, 0)]
         return order + [("B", i, 0) for i in range(m - w, m)]
+    if schedule == "zb-h1":
+        # 1F1B's order of F and B; device d runs W(i) right after B(i + d) (W deferred by d
+        # micro-batches), and the d W's still owed after the last B at the end. F's done minus
+        # W's done never exceeds p: the same peak as 1F1B's first stage, on every stage.
+        w = min(p - d - 1, m)
+        order = [("F", i, 0) for i in range(w)]
+
+        def b_then_w(i):
+            return [("B", i, 0)] + ([("W", i - d, 0)] if i >= d else [])
+
+        for i in range(m - w):
+            order += [("F", w + i, 0)] + b_then_w(i)
+        for i in range(m - w, m):
+            order += b_then_w(i)
+        return order + [("W", i, 0) for i in range(max(m - d, 0), m)]
     # interleaved (Megatron-LM's forward_backward_pipelining_with_interleaving)
     total = m * v
 
@@ -268,7 +325,8 @@ def _device_order(p: int, m: int, v: int, schedule: str, d: int) -> list[tuple[s
     return order + [bwd(k) for k in range(total - w, total)]
 
 
-def simulate_pipeline(stages, micro_batches, schedule="gpipe", chunks=1, t_fwd=1, t_bwd=2) -> PipelineTimeline:
+def simulate_pipeline(stages, micro_batches, schedule="gpipe", chunks=1, t_fwd=1, t_bwd=2,
+                      t_w=None) -> PipelineTimeline:
     """Build the timeline of one training step of a p-stage pipeline under `schedule`.
 
     Each device runs its ops in the schedule's order, each as early as its dependencies allow:
@@ -280,11 +338,37 @@ def simulate_pipeline(stages, micro_batches, schedule="gpipe", chunks=1, t_fwd=1
     Schedules: "gpipe" (all forwards, then all backwards; Huang et al. 2019); "1f1b"
     (PipeDream-Flush: p-d-1 warm-up forwards, then alternate, then drain; the 1F1B order of
     PipeDream, Narayanan et al. 2019, flushed every step as in PipeDream-2BW, Narayanan et al.
-    2021); "interleaved" (Narayanan et al. 2021, Megatron-LM's order).
+    2021); "interleaved" (Narayanan et al. 2021, Megatron-LM's order); "zb-h1" (Qi et al. 2024,
+    "Zero Bubble Pipeline Parallelism", the memory-efficient handcrafted schedule ZB-H1).
+
+    Split backward ("zb-h1"): t_bwd is then the time of B, the gradient w.r.t. the stage's input,
+    and `t_w` (required, >= 0) the time of W, the gradient w.r.t. its weights. B of micro-batch i
+    on stage s waits for B on stage s+1 only (nothing waits for a W); W(i) waits for B(i) on the
+    same device. The order is 1F1B's for F and B, with device d running W(i) after B(i + d) and
+    its last d W's at the end, so every device holds at most p micro-batches (F started, W not
+    done), the peak of 1F1B's first stage. Its idle time per device is
+    `pipeline_bubble_zb_h1`: (p-1)(t_f + t_b - t_w) for m >= p and t_w <= min(t_f, t_b).
+    For the other schedules `t_w` (default None: 0) is added to one unsplit backward op,
+    t_bwd + t_w, so `simulate_pipeline(p, m, "1f1b", 1, t_b, t_w)` is the 1F1B baseline of
+    `simulate_pipeline(p, m, "zb-h1", 1, t_b, t_w)`.
     """
-    p, m, v = _schedule(stages, micro_batches, schedule, chunks)
+    if schedule == "zb-h1":
+        p, m, v = _schedule(stages, micro_batches, "1f1b", chunks)
+        if t_w is None:
+            raise ValueError("schedule 'zb-h1' splits the backward: give t_w, the weight-gradient time "
+                             "(t_bwd is then the input-gradient time alone)")
+    else:
+        p, m, v = _schedule(stages, micro_batches, schedule, chunks)
+    if t_w is None:
+        t_w = 0
+    if isinstance(t_w, bool) or not isinstance(t_w, (int, float, Fraction, np.integer, np.floating)) \
+            or not math.isfinite(t_w) or t_w < 0:
+        raise ValueError(f"t_w must be a finite number >= 0, got {t_w!r}")
     tf = Fraction(_pos("t_fwd", t_fwd)).limit_denominator(10**9) / v
     tb = Fraction(_pos("t_bwd", t_bwd)).limit_denominator(10**9) / v
+    tw = Fraction(t_w).limit_denominator(10**9) / v
+    split = schedule == "zb-h1"
+    dur = {"F": tf, "B": tb if split else tb + tw, "W": tw}
     V = p * v
     orders = [_device_order(p, m, v, schedule, d) for d in range(p)]
     done: dict[tuple[str, int, int], Fraction] = {}  # (kind, mb, virtual stage) -> end time
@@ -298,12 +382,16 @@ def simulate_pipeline(stages, micro_batches, schedule="gpipe", chunks=1, t_fwd=1
             while nxt[d] < len(orders[d]):
                 kind, mb, ch = orders[d][nxt[d]]
                 vs = ch * p + d
-                dep = (("F", mb, vs - 1) if vs > 0 else None) if kind == "F" else \
-                      (("B", mb, vs + 1) if vs < V - 1 else ("F", mb, vs))
+                if kind == "F":
+                    dep = ("F", mb, vs - 1) if vs > 0 else None
+                elif kind == "B":
+                    dep = ("B", mb, vs + 1) if vs < V - 1 else ("F", mb, vs)
+                else:  # W: its own stage's B (the weights' input gradient is ready)
+                    dep = ("B", mb, vs)
                 if dep is not None and dep not in done:
                     break
                 start = max(free[d], done[dep] if dep is not None else Fraction(0))
-                end = start + (tf if kind == "F" else tb)
+                end = start + dur[kind]
                 done[(kind, mb, vs)] = end
                 ops[d].append((kind, mb, ch, start, end))
                 free[d] = end
@@ -312,13 +400,14 @@ def simulate_pipeline(stages, micro_batches, schedule="gpipe", chunks=1, t_fwd=1
                 progress = True
         if not progress:  # pragma: no cover - a wrong op order, never a user error
             raise RuntimeError(f"pipeline schedule {schedule!r} deadlocked (p={p}, m={m}, v={v})")
-    return PipelineTimeline(p, m, schedule, v, tf * v, tb * v, ops)
+    return PipelineTimeline(p, m, schedule, v, tf * v, tb * v, ops, tw * v)
 
 
 def plot_pipeline(timeline: PipelineTimeline, ax=None, title: str | None = None, xmax: float | None = None):
     """Gantt chart of a simulated step: one row per device, forwards light, backwards dark, the
     micro-batch number in each box (hatched: the second and later model chunks of an interleaved
-    schedule), idle time blank. `xmax` fixes the time axis, to compare several charts."""
+    schedule; dotted: the weight-gradient W of a split backward), idle time blank. `xmax` fixes
+    the time axis, to compare several charts."""
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -326,9 +415,11 @@ def plot_pipeline(timeline: PipelineTimeline, ax=None, title: str | None = None,
     cmap = plt.get_cmap("tab10")
     for d, dev in enumerate(timeline.ops):
         for kind, mb, ch, start, end in dev:
+            if end == start:  # a W of zero duration
+                continue
             ax.barh(d, float(end - start), left=float(start), height=0.8, color=cmap(mb % 10),
-                    alpha=0.4 if kind == "F" else 0.95, edgecolor="black", linewidth=0.5,
-                    hatch="//" if ch % 2 else None)
+                    alpha={"F": 0.4, "B": 0.95, "W": 0.7}[kind], edgecolor="black", linewidth=0.5,
+                    hatch="//" if ch % 2 else ("..." if kind == "W" else None))
             ax.text(float(start + end) / 2, d, str(mb), ha="center", va="center",
                     fontsize=7 if timeline.chunks == 1 else 6)
     ax.set_yticks(range(timeline.stages))
@@ -336,7 +427,8 @@ def plot_pipeline(timeline: PipelineTimeline, ax=None, title: str | None = None,
     ax.set_ylim(timeline.stages - 0.5, -0.5)
     ax.set_xlabel("time (units of one forward of one micro-batch on one stage)")
     ax.set_xlim(0, xmax if xmax is not None else timeline.makespan)
-    name = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": f"interleaved 1F1B, v={timeline.chunks}"}[timeline.schedule]
+    name = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": f"interleaved 1F1B, v={timeline.chunks}",
+            "zb-h1": "ZB-H1"}[timeline.schedule]
     ax.set_title(title or f"{name}: p={timeline.stages}, m={timeline.micro_batches}, "
                           f"idle fraction {timeline.idle_fraction:.3f}")
     return ax
