@@ -1,6 +1,7 @@
 """Shared fixtures: a tiny fixture course (fast, no torch) and helpers for real assignments."""
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -15,6 +16,9 @@ from solutions_lib.course import notebooks as nbs  # noqa: E402
 from solutions_lib.course.grader import ensure_tools_on_path  # noqa: E402
 
 ensure_tools_on_path()
+# The lab's CPU tests build CPU tensors: keep them on gloo even where CUDA has enough GPUs for
+# NCCL (the NCCL tests pass backend="nccl" themselves).
+os.environ.setdefault("TAS_LAB_BACKEND", "gloo")
 warnings.filterwarnings("ignore", module="nbgrader")
 warnings.filterwarnings("ignore", message=".*not in session.*")
 

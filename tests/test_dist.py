@@ -226,3 +226,17 @@ def test_forked_ranks_inherit_the_lazy_import_of_a_first_backward_with_a_gradien
     # the parent, so no forked rank pays it.
     res = launch(_first_backward_with_grad, 2)
     assert res == [True, True]
+
+
+def test_the_backend_can_be_pinned_by_the_environment(monkeypatch):
+    from solutions_lib.dist.launch import default_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setenv("TAS_LAB_BACKEND", "")
+    assert default_backend(2) == "nccl" and default_backend(16) == "gloo"
+    monkeypatch.setenv("TAS_LAB_BACKEND", "gloo")
+    assert default_backend(2) == "gloo"
+    monkeypatch.setenv("TAS_LAB_BACKEND", "mpi")
+    with pytest.raises(ValueError, match="TAS_LAB_BACKEND"):
+        default_backend(2)

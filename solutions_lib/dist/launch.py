@@ -39,7 +39,14 @@ class LaunchError(RuntimeError):
 
 
 def default_backend(world_size: int) -> str:
-    """"nccl" when CUDA has at least `world_size` GPUs, else "gloo"."""
+    """"nccl" when CUDA has at least `world_size` GPUs, else "gloo"; `TAS_LAB_BACKEND=gloo` (or
+    `nccl`) in the environment overrides the choice (the test suite pins gloo, so its CPU-tensor
+    tests also run on a multi-GPU machine; the NCCL tests ask for NCCL by name)."""
+    forced = os.environ.get("TAS_LAB_BACKEND", "").strip().lower()
+    if forced:
+        if forced not in ("gloo", "nccl"):
+            raise ValueError(f"TAS_LAB_BACKEND must be 'gloo' or 'nccl', got {forced!r}")
+        return forced
     if torch.cuda.is_available() and torch.cuda.device_count() >= world_size:
         return "nccl"
     return "gloo"
