@@ -111,3 +111,143 @@ def test_layout_config_validation():
     assert (cfg.tp, cfg.pp, cfg.micro_batches, cfg.dp, cfg.global_batch) == (2, 2, 4, 2, 8)
     with pytest.raises(SystemExit):
         parse_args(["--world-size", "4", "--tp", "3"])
+
+
+# ---------------------------------------------------------------- --sp and --virtual-stages
+# Same oracle and tolerance: sequence parallelism only moves where each position's activations
+# live (the TP blocks' reduce-scatter / all-gather pairs sum the same partial products as the
+# all-reduce), the interleaved schedule runs the same micro-batches through the same layers in
+# another order. Measured max |loss - one-process loss| over the 6 steps: 0 (tp 2 + sp),
+# 4.8e-7 (pp 2 x 2 virtual stages, 4 layers; tp 2 + sp x pp 2 x 2 virtual stages).
+
+LAYERS4 = 4  # pp 2 x 2 virtual stages: 4 chunks of 1 layer
+SPV_LAYOUTS = {  # name: (dp, tp, pp, M, sp, virtual stages, layers)
+    "tp2_sp": (1, 2, 1, None, True, 1, 2),
+    "pp2_v2_m4": (1, 1, 2, 4, False, 2, LAYERS4),
+    "tp2_sp_pp2_v2": (1, 2, 2, None, True, 2, LAYERS4),
+}
+SPV_RESUMED = ("tp2_sp", "pp2_v2_m4")
+
+
+def _spv_cfg(tmp, name, layout, **kw):
+    dp, tp, pp, m, sp, v, layers = layout
+    return _cfg(tmp, name, dp, tp, pp, m, sp=sp, virtual_stages=v, layers=layers, **kw)
+
+
+@pytest.fixture(scope="module")
+def spv_runs(runs):
+    tmp = runs["tmp"]
+    out = {"tmp": tmp, "single2": runs["single"], "single4": train(_cfg(tmp, "single4", layers=LAYERS4))}
+    for name, layout in SPV_LAYOUTS.items():
+        out[name] = train(_spv_cfg(tmp, f"straight_{name}", layout, return_params=True), all_ranks=True)
+    for name in SPV_RESUMED:
+        first = train(_spv_cfg(tmp, f"split_{name}", SPV_LAYOUTS[name], stop_after=STOP))
+        second = train(_spv_cfg(tmp, f"split_{name}", SPV_LAYOUTS[name], resume=True, return_params=True),
+                       all_ranks=True)
+        out[("split", name)] = (first, second)
+    return out
+
+
+def test_sp_and_interleaved_config_validation():
+    bad = [(dict(world_size=2, pp=2, sp=True), "sp .*needs tp >= 2"),
+           (dict(world_size=2, tp=2, sp=True, seq_len=15, max_chars=100), "seq_len=15 must be divisible by tp=2"),
+           (dict(world_size=2, tp=2, virtual_stages=2, layers=4), "needs pp >= 2"),
+           (dict(world_size=2, pp=2, virtual_stages=2, layers=4, micro_batches=3, local_batch=6),
+            "micro_batches=3 must be a multiple of pp=2"),
+           (dict(world_size=2, pp=2, virtual_stages=2, layers=2), "pp x virtual_stages = 2 x 2 must divide layers=2"),
+           (dict(world_size=2, tp=2, sp=1), "sp must be True or False"), (dict(virtual_stages=0), "virtual_stages")]
+    for kw, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            TrainConfig(**kw).validate()
+    ok = TrainConfig(world_size=4, tp=2, pp=2, sp=True, virtual_stages=2, layers=4, local_batch=4).validate()
+    assert ok.layout == {"dp": 1, "tp": 2, "pp": 2, "sp": True, "virtual_stages": 2}
+    cfg = parse_args(["--world-size", "4", "--tp", "2", "--sp", "--pp", "2", "--virtual-stages", "2", "--layers", "4",
+                      "--micro-batches", "4", "--local-batch", "4"])
+    assert (cfg.sp, cfg.virtual_stages, cfg.n_micro, cfg.dp) == (True, 2, 4, 1)
+    assert (parse_args([]).sp, parse_args([]).virtual_stages) == (False, 1)
+    for argv in (["--world-size", "2", "--pp", "2", "--sp"], ["--world-size", "2", "--tp", "2", "--virtual-stages", "2"]):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+
+
+@pytest.mark.parametrize("name", list(SPV_LAYOUTS))
+def test_sp_and_interleaved_loss_curve_equals_one_process(spv_runs, name):
+    dp, tp, pp, m, sp, v, layers = SPV_LAYOUTS[name]
+    single = spv_runs[f"single{layers}"]["losses"]
+    ranks = spv_runs[name]
+    got = ranks[0]["losses"]
+    assert len(got) == len(single) == TINY["steps"]
+    diff = max(abs(a - b) for a, b in zip(got, single))
+    assert diff <= TOL, f"{name}: max |loss - one-process loss| = {diff:.3g} > {TOL}"
+    assert (ranks[0]["sp"], ranks[0]["virtual_stages"]) == (sp, v)
+    assert len(ranks) == dp * tp * pp
+    if v > 1:  # pipeline rank r holds chunks r, r + pp: chunk 0 embeds (rank 0), the last chunk (rank pp-1) has the head
+        last = (pp - 1) * dp * tp
+        assert {k.split(".")[1] for k in ranks[0]["params"]} == {str(c) for c in range(v)}
+        assert "chunks.0.tok.weight" in ranks[0]["params"] and f"chunks.{v - 1}.head" in ranks[last]["params"]
+        for t in range(tp):  # the tied copies stay equal
+            assert torch.equal(ranks[t]["params"]["chunks.0.tok.weight"], ranks[last + t]["params"][f"chunks.{v - 1}.head"])
+
+
+@pytest.mark.parametrize("name", SPV_RESUMED)
+def test_sp_and_interleaved_resume_is_bit_exact(spv_runs, name):
+    straight, (first, second) = spv_runs[name], spv_runs[("split", name)]
+    assert second[0]["start_step"] == STOP
+    assert straight[0]["losses"] == first["losses"] + second[0]["losses"], f"{name}: resumed losses differ"
+    for r, (a, b) in enumerate(zip(straight, second)):
+        assert a["params"].keys() == b["params"].keys()
+        for key, p in a["params"].items():
+            assert torch.equal(p, b["params"][key]), f"{name} rank {r}: {key} differs after resume"
+
+
+def test_resume_with_another_sp_or_virtual_stages_raises(spv_runs):
+    tmp = spv_runs["tmp"]
+    with pytest.raises(ValueError, match="sequence parallel; this run is dp 1 x tp 2 x pp 1: .*--sp"):
+        train(_cfg(tmp, "split_tp2_sp", 1, 2, 1, resume=True))
+    with pytest.raises(ValueError, match="2 virtual stages; this run is dp 1 x tp 1 x pp 2: .*--virtual-stages 2"):
+        train(_cfg(tmp, "split_pp2_v2_m4", 1, 1, 2, 4, layers=LAYERS4, resume=True))
+
+
+def _sp_grads_rank(rank, world):
+    """tp 2 + sp on one stage: the loss and the replicated parameters' gradients (after the TP sum)."""
+    from solutions_lib.dist.gpt import GPT
+    from solutions_lib.dist.train_layout import build_stage, init_layout
+
+    torch.manual_seed(0)
+    gpt = GPT(11, 8, layers=1, d_model=8, heads=2)
+    stage = build_stage(gpt, init_layout(1, 2, 1), sequence_parallel=True)
+    shapes = []
+    stage.blocks[0].register_forward_pre_hook(lambda mod, args: shapes.append(tuple(args[0].shape)))
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randint(0, 11, (2, 8), generator=g), torch.randint(0, 11, (2, 8), generator=g)
+    loss = torch.nn.functional.cross_entropy(stage(x).reshape(-1, 11), y.reshape(-1))
+    loss.backward()
+    calls = stage.allreduce_replicated_grads()
+    rep = {id(p) for p in stage.replicated_parameters()}
+    return {"loss": loss.item(), "shapes": shapes, "calls": calls,
+            "grads": {n: p.grad.clone() for n, p in stage.named_parameters() if id(p) in rep}}
+
+
+def test_sp_stage_splits_the_sequence_and_syncs_replicated_grads():
+    from solutions_lib.dist.gpt import GPT
+    from solutions_lib.dist.launch import launch
+
+    torch.manual_seed(0)
+    gpt = GPT(11, 8, layers=1, d_model=8, heads=2)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randint(0, 11, (2, 8), generator=g), torch.randint(0, 11, (2, 8), generator=g)
+    loss = torch.nn.functional.cross_entropy(gpt(x).reshape(-1, 11), y.reshape(-1))
+    loss.backward()
+    oracle = dict(gpt.named_parameters())
+    rename = {"attn.proj.bias": "attn.proj.bias", "mlp.fc2.bias": "mlp.2.bias"}
+    for r in launch(_sp_grads_rank, 2, timeout=60):
+        assert r["shapes"] == [(2, 4, 8)], "the TP block should see its sequence shard (b, s/tp, h)"
+        assert r["calls"] == 1
+        assert abs(r["loss"] - loss.item()) <= 1e-6
+        assert set(r["grads"]) == {"tok.weight", "pos.weight", "ln_f.weight", "ln_f.bias", "blocks.0.ln1.weight",
+                                   "blocks.0.ln1.bias", "blocks.0.ln2.weight", "blocks.0.ln2.bias",
+                                   "blocks.0.attn.proj.bias", "blocks.0.mlp.fc2.bias"}
+        for name, grad in r["grads"].items():
+            for a, b in rename.items():
+                name = name.replace(a, b)
+            torch.testing.assert_close(grad, oracle[name].grad, rtol=1e-5, atol=1e-6, msg=name)
