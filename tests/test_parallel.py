@@ -563,3 +563,185 @@ def test_cp_times_and_crossover_by_hand(causal):
         P.cp_crossover_tokens(h, alpha, 0.0, F, e)
     with pytest.raises(ValueError):
         P.cp_comm_compute_times(0, h, alpha, B, F, e)
+
+
+# ---------------------------------------------------------------- zero-bubble pipelines (ZB-H1, Qi et al. 2024)
+#
+# Oracles: the paper's closed form (p-1)(T_F + T_B - T_W) (Table 2 of Qi, Wan, Huang & Lin, ICLR
+# 2024) and an event-driven replay written here, which rebuilds the ZB-H1 order from its
+# description (1F1B's F/B order, W(i) right after B(i + d) on device d) and runs it with a heap of
+# completion events, independently of the library's sweep.
+
+ZB_TIMES = [(1, 1, 1), (1, 2, 1), (2, 1, 1), (1, 1, Fraction(1, 2)), (3, 2, 1), (Fraction(3, 2), 2, Fraction(1, 3)),
+            (2, 3, 2), (Fraction(5, 4), Fraction(7, 4), Fraction(5, 4))]
+ZB_COMBOS = [(p, m) for p in (1, 2, 3, 4, 5, 6) for m in (p, p + 1, 2 * p, 3 * p + 1)]
+
+
+def _zb_h1_order_here(p, m, d):
+    warm = min(p - d - 1, m)
+    order = [("F", i) for i in range(warm)]
+    pending = []                                    # W's owed, oldest first
+    for k in range(m):
+        if warm + k < m:
+            order.append(("F", warm + k))
+        order.append(("B", k))
+        pending.append(k)
+        if len(pending) > d:                        # device d keeps d W's deferred
+            order.append(("W", pending.pop(0)))
+    return order + [("W", i) for i in pending]
+
+
+def _replay(p, m, tf, tb, tw, orders):
+    """Event-driven replay: a device idles until the dependency of its next op has completed."""
+    import heapq
+
+    dur = {"F": Fraction(tf), "B": Fraction(tb), "W": Fraction(tw)}
+    done, nxt, busy_until = {}, [0] * p, [Fraction(0)] * p
+    events = [(Fraction(0), d) for d in range(p)]   # (time, device to wake)
+    out = [[] for _ in range(p)]
+    while events:
+        now, d = heapq.heappop(events)
+        if nxt[d] == len(orders[d]) or busy_until[d] > now:
+            continue
+        kind, i = orders[d][nxt[d]]
+        dep = {"F": ("F", i, d - 1) if d > 0 else None,
+               "B": ("B", i, d + 1) if d < p - 1 else ("F", i, d),
+               "W": ("B", i, d)}[kind]
+        if dep is not None and (dep not in done or done[dep] > now):
+            continue                                # woken again when dep completes
+        end = now + dur[kind]
+        done[(kind, i, d)] = end
+        out[d].append((kind, i, now, end))
+        nxt[d] += 1
+        busy_until[d] = end
+        for dd in {d, max(d - 1, 0), min(d + 1, p - 1)}:   # the device and the neighbours it may unblock
+            heapq.heappush(events, (end, dd))
+    assert all(nxt[d] == len(orders[d]) for d in range(p)), "replay deadlocked"
+    return out
+
+
+def _check_split_timeline(tl, tw):
+    """Each op once per device, durations as declared, no overlap, every dependency finished
+    first: F(s, i) after F(s-1, i), B(s, i) after B(s+1, i) (the last stage: after its F), W(s, i)
+    after B(s, i); and each op starts as early as its device and its dependency allow."""
+    p, m = tl.stages, tl.micro_batches
+    end = {}
+    for d, dev in enumerate(tl.ops):
+        assert sorted((k, i) for k, i, *_ in dev) == sorted((k, i) for k in "FBW" for i in range(m))
+        for kind, mb, ch, start, stop in dev:
+            assert ch == 0
+            assert stop - start == {"F": tl.t_fwd, "B": tl.t_bwd, "W": Fraction(tw)}[kind]
+            end[(kind, mb, d)] = (start, stop)
+    for d, dev in enumerate(tl.ops):
+        prev = Fraction(0)
+        for kind, mb, _, start, stop in dev:
+            dep = {"F": ("F", mb, d - 1) if d > 0 else None,
+                   "B": ("B", mb, d + 1) if d < p - 1 else ("F", mb, d), "W": ("B", mb, d)}[kind]
+            ready = end[dep][1] if dep is not None else Fraction(0)
+            assert start >= prev and start >= ready, (d, kind, mb)
+            assert start == max(prev, ready), f"device {d} waits longer than needed before {kind}{mb}"
+            prev = stop
+
+
+def _in_flight_peak_here(dev):
+    level = peak = 0
+    for t, delta in sorted([(s, +1) for k, _, _, s, _ in dev if k == "F"] + [(e, -1) for k, _, _, _, e in dev if k == "W"],
+                           key=lambda x: (x[0], x[1])):
+        level += delta
+        peak = max(peak, level)
+    return peak
+
+
+def test_zb_h1_timeline_obeys_the_dependencies_and_the_replay():
+    for p, m in ZB_COMBOS + [(4, 1), (4, 2), (5, 3)]:
+        for tf, tb, tw in ZB_TIMES + [(1, 1, 0), (1, 1, 3)]:
+            tl = P.simulate_pipeline(p, m, "zb-h1", t_fwd=tf, t_bwd=tb, t_w=tw)
+            _check_split_timeline(tl, tw)
+            orders = [_zb_h1_order_here(p, m, d) for d in range(p)]
+            assert [[(k, i) for k, i, *_ in dev] for dev in tl.ops] == orders
+            replay = _replay(p, m, tf, tb, tw, orders)
+            assert [[(k, i, s, e) for k, i, _, s, e in dev] for dev in tl.ops] == replay
+
+
+def test_zb_h1_bubble_equals_the_papers_closed_form():
+    for p, m in ZB_COMBOS:
+        for tf, tb, tw in ZB_TIMES:
+            assert tw <= min(tf, tb)
+            tl = P.simulate_pipeline(p, m, "zb-h1", t_fwd=tf, t_bwd=tb, t_w=tw)
+            T = tl._makespan()
+            work = m * (Fraction(tf) + Fraction(tb) + Fraction(tw))
+            for dev in tl.ops:   # every device idles the same time
+                assert T - sum(e - s for *_, s, e in dev) == (p - 1) * (Fraction(tf) + Fraction(tb) - Fraction(tw))
+            assert T - work == (p - 1) * (Fraction(tf) + Fraction(tb) - Fraction(tw))
+            assert P.pipeline_bubble_zb_h1(p, m, tf, tb, tw) == pytest.approx(float(T - work))
+            # the 1F1B baseline with the backward in one piece: (p-1)(t_f + t_b + t_w)
+            base = P.simulate_pipeline(p, m, "1f1b", t_fwd=tf, t_bwd=tb, t_w=tw)
+            assert base._makespan() - work == (p - 1) * (Fraction(tf) + Fraction(tb) + Fraction(tw))
+            assert tl.idle_fraction == pytest.approx(float((T - work) / T))
+    # p = 4, m = 8, equal times (the notebook's chart): 1F1B idles 9 units per device, ZB-H1 3
+    tl = P.simulate_pipeline(4, 8, "zb-h1", t_fwd=1, t_bwd=1, t_w=1)
+    assert tl.makespan == 27 and P.simulate_pipeline(4, 8, "1f1b", t_fwd=1, t_bwd=1, t_w=1).makespan == 33
+    g = tl.grid()
+    assert g.shape == (4, 27) and (g == "").sum() == 4 * 3 and list(g[0, 7:9]) == ["B0", "W0"]
+
+
+def test_zb_h1_when_w_is_longer_than_the_gaps():
+    # a W longer than min(t_f, t_b) cannot push the idle time below (p-1) max(t_f, t_b)
+    for p, m in ZB_COMBOS:
+        for tf, tb, tw in [(1, 1, 2), (1, 2, 3), (2, 1, Fraction(3, 2)), (1, Fraction(1, 3), 1), (Fraction(1, 3), 1, 1)]:
+            tl = P.simulate_pipeline(p, m, "zb-h1", t_fwd=tf, t_bwd=tb, t_w=tw)
+            idle = tl._makespan() - m * (Fraction(tf) + Fraction(tb) + Fraction(tw))
+            assert idle == (p - 1) * max(Fraction(tf), Fraction(tb))
+            assert P.pipeline_bubble_zb_h1(p, m, tf, tb, tw) == pytest.approx(float(idle))
+
+
+def test_zb_h1_without_weight_gradient_time_is_1f1b():
+    for p, m in COMBOS:
+        for tf, tb in TIMES:
+            zb = P.simulate_pipeline(p, m, "zb-h1", t_fwd=tf, t_bwd=tb, t_w=0)
+            ref = P.simulate_pipeline(p, m, "1f1b", t_fwd=tf, t_bwd=tb)
+            assert zb._makespan() == ref._makespan()
+            assert zb.idle_fraction == pytest.approx(ref.idle_fraction)
+            assert [[op for op in dev if op[0] != "W"] for dev in zb.ops] == ref.ops
+            if m >= p:
+                assert zb.idle_fraction == pytest.approx(P.pipeline_bubble_fraction(p, m, "1f1b"))
+
+
+def test_zb_h1_holds_at_most_p_micro_batches_and_does_the_same_work():
+    for p, m in ZB_COMBOS + [(4, 2), (6, 3)]:
+        for tf, tb, tw in ZB_TIMES + [(1, 1, 3)]:
+            tl = P.simulate_pipeline(p, m, "zb-h1", t_fwd=tf, t_bwd=tb, t_w=tw)
+            here = [_in_flight_peak_here(dev) for dev in tl.ops]
+            assert tl.peak_in_flight == here == [min(p, m)] * p     # every stage at 1F1B's first-stage peak
+            base = P.simulate_pipeline(p, m, "1f1b", t_fwd=tf, t_bwd=tb, t_w=tw)
+            assert max(base.peak_in_flight) == min(p, m)
+            work = m * float(Fraction(tf) + Fraction(tb) + Fraction(tw))
+            assert tl.busy == pytest.approx(base.busy)
+            assert tl.busy == pytest.approx([work] * p)
+
+
+def test_existing_schedules_unchanged_by_t_w():
+    for schedule in ("gpipe", "1f1b"):
+        for p, m in [(4, 8), (3, 5), (2, 1)]:
+            a = P.simulate_pipeline(p, m, schedule, t_fwd=1, t_bwd=3)
+            b = P.simulate_pipeline(p, m, schedule, t_fwd=1, t_bwd=2, t_w=1)
+            assert [[(k, i, c, s, e) for k, i, c, s, e in dev] for dev in a.ops] == b.ops
+            assert a.peak_in_flight == b.peak_in_flight
+
+
+@pytest.mark.parametrize("call", [
+    lambda: P.simulate_pipeline(4, 8, "zb-h1"),                       # t_w missing
+    lambda: P.simulate_pipeline(4, 8, "zb-h1", t_w=-1),
+    lambda: P.simulate_pipeline(4, 8, "zb-h1", t_w=float("nan")),
+    lambda: P.simulate_pipeline(4, 8, "zb-h1", chunks=2, t_w=1),
+    lambda: P.simulate_pipeline(4, 8, "zb-h2", t_w=1),
+    lambda: P.pipeline_bubble_zb_h1(4, 3, 1, 1, 1),                   # m < p
+    lambda: P.pipeline_bubble_zb_h1(0, 3, 1, 1, 1),
+    lambda: P.pipeline_bubble_zb_h1(4, 8, 0, 1, 1),
+    lambda: P.pipeline_bubble_zb_h1(4, 8, 1, -1, 1),
+    lambda: P.pipeline_bubble_zb_h1(4, 8, 1, 1, 0),
+    lambda: P.pipeline_bubble_fraction(4, 8, "zb-h1"),                # the closed forms stay GPipe/1F1B/interleaved
+])
+def test_zb_bad_input_raises_value_error(call):
+    with pytest.raises(ValueError):
+        call()
