@@ -155,6 +155,7 @@ def test_sp_and_interleaved_config_validation():
            (dict(world_size=2, pp=2, virtual_stages=2, layers=4, micro_batches=3, local_batch=6),
             "micro_batches=3 must be a multiple of pp=2"),
            (dict(world_size=2, pp=2, virtual_stages=2, layers=2), "pp x virtual_stages = 2 x 2 must divide layers=2"),
+           (dict(world_size=2, tp=2, sp=True, amp="bf16"), "sp runs in float32 only"),
            (dict(world_size=2, tp=2, sp=1), "sp must be True or False"), (dict(virtual_stages=0), "virtual_stages")]
     for kw, msg in bad:
         with pytest.raises(ValueError, match=msg):
