@@ -132,17 +132,21 @@ class _SPColumnLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x_shard, weight, bias, group, dim):
         ctx.group, ctx.dim, ctx.has_bias = group, dim, bias is not None
+        ctx.bias_dtype = None if bias is None else bias.dtype
         ctx.save_for_backward(x_shard, weight)
         return F.linear(_all_gather_seq(x_shard, group, dim), weight, bias)
 
     @staticmethod
     def backward(ctx, grad):
+        # Under autocast the forward's F.linear ran in the autocast dtype (grad's dtype), while
+        # the saved shard and weight keep theirs: compute in grad's dtype, return each gradient in
+        # its input's dtype (all casts are no-ops without autocast).
         x_shard, weight = ctx.saved_tensors
-        full = _all_gather_seq(x_shard, ctx.group, ctx.dim)
-        grad_in = _reduce_scatter_seq(grad @ weight, ctx.group, ctx.dim)
+        full = _all_gather_seq(x_shard, ctx.group, ctx.dim).to(grad.dtype)
+        grad_in = _reduce_scatter_seq(grad @ weight.to(grad.dtype), ctx.group, ctx.dim).to(x_shard.dtype)
         g2 = grad.reshape(-1, grad.shape[-1])
-        grad_w = g2.t() @ full.reshape(-1, full.shape[-1])
-        grad_b = g2.sum(0) if ctx.has_bias else None
+        grad_w = (g2.t() @ full.reshape(-1, full.shape[-1])).to(weight.dtype)
+        grad_b = g2.sum(0).to(ctx.bias_dtype) if ctx.has_bias else None
         return grad_in, grad_w, grad_b, None, None
 
 

@@ -218,9 +218,6 @@ class TrainConfig:
         if self.sp and self.seq_len % self.tp:
             raise ValueError(f"sp: the sequence length seq_len={self.seq_len} must be divisible by tp={self.tp} "
                              f"(each TP rank holds an equal sequence shard)")
-        if self.sp and self.amp != "none":
-            raise ValueError(f"sp runs in float32 only (amp='none'), got amp={self.amp!r}: the sequence-parallel "
-                             f"column-parallel layer's backward (tensor_parallel._SPColumnLinear) does not follow autocast")
         v = self.virtual_stages
         if v > 1 and self.pp < 2:
             raise ValueError(f"virtual_stages={v} (interleaved pipeline) needs pp >= 2, got pp={self.pp}")
@@ -277,7 +274,7 @@ def _build_parser() -> argparse.ArgumentParser:
     a("--micro-batches", type=int, default=d.micro_batches,
       help="micro-batches per step and DP replica (default: --pp); must divide --local-batch")
     a("--sp", action="store_true", default=d.sp,
-      help="sequence parallelism in the TP blocks (needs --tp >= 2 dividing --seq-len; float32 only)")
+      help="sequence parallelism in the TP blocks (needs --tp >= 2 dividing --seq-len)")
     a("--virtual-stages", type=int, default=d.virtual_stages,
       help="model chunks per pipeline rank: > 1 runs the interleaved 1F1B schedule "
            "(needs --pp >= 2, --micro-batches a multiple of --pp, --layers divisible by pp x v)")
