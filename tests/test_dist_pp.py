@@ -38,18 +38,24 @@ def _loss(logits, target):
 
 def _pp_rank(rank, world, m, layers):
     out = {schedule: _pp_schedule(rank, world, schedule, m, layers) for schedule in ("afab", "1f1b")}
-    errors = []
     part = split_transformer(_model(layers), world)[rank]
-    for bad in (lambda: PipelineStage(part, (MB, S, H), torch.float64),            # the last stage needs a loss
-                lambda: PipelineStage(part, (MB, 0, H), torch.float64, loss_fn=_loss),
-                lambda: run_afab(PipelineStage(part, (MB, S, H), torch.float64, loss_fn=_loss), [0, 1], [0])):
+    out["errors"] = _value_errors(
+        lambda: PipelineStage(part, (MB, S, H), torch.float64),            # the last stage needs a loss
+        lambda: PipelineStage(part, (MB, 0, H), torch.float64, loss_fn=_loss),
+        lambda: run_afab(PipelineStage(part, (MB, S, H), torch.float64, loss_fn=_loss), [0, 1], [0]))
+    return out
+
+
+def _value_errors(*calls) -> list:
+    """The ValueError message of each call, None for one that did not raise."""
+    errors = []
+    for bad in calls:
         try:
             bad()
             errors.append(None)
         except ValueError as e:
             errors.append(str(e))
-    out["errors"] = errors
-    return out
+    return errors
 
 
 def _pp_schedule(rank, world, schedule, m, layers):
@@ -174,17 +180,10 @@ def _ilv_rank(rank, world, v, ms, layers):
                  devices={str(stage.device)} | {str(t.device) for c in parts for p in c.parameters()
                                                 for t in (p, p.grad)})
         out[m] = r
-    errors = []
-    for bad in (lambda: run_interleaved(stage, _batches(world + 1)[0], _batches(world + 1)[1]),  # m % p != 0
-                lambda: InterleavedStage([], (MB, S, H), torch.float64, loss_fn=_loss),
-                lambda: run_interleaved(PipelineStage(parts[0], (MB, S, H), torch.float64, loss_fn=_loss),
-                                        inputs, targets)):
-        try:
-            bad()
-            errors.append(None)
-        except ValueError as e:
-            errors.append(str(e))
-    out["errors"] = errors
+    out["errors"] = _value_errors(
+        lambda: run_interleaved(stage, _batches(world + 1)[0], _batches(world + 1)[1]),  # m % p != 0
+        lambda: InterleavedStage([], (MB, S, H), torch.float64, loss_fn=_loss),
+        lambda: run_interleaved(PipelineStage(parts[0], (MB, S, H), torch.float64, loss_fn=_loss), inputs, targets))
     return out
 
 
