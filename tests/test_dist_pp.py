@@ -58,15 +58,20 @@ def _value_errors(*calls) -> list:
     return errors
 
 
-def _pp_schedule(rank, world, schedule, m, layers):
-    model = _model(layers)
-    inputs, targets = _batches(m)
-    ref = _model(layers)
-    ref_losses = []
+def _one_process(layers, inputs, targets):
+    """The oracle: one model accumulating loss_i / m over the micro-batches; (model, losses)."""
+    ref, losses, m = _model(layers), [], len(inputs)
     for x, y in zip(inputs, targets):
         loss = _loss(ref(x), y)
         (loss / m).backward()
-        ref_losses.append(float(loss))
+        losses.append(float(loss.detach()))
+    return ref, losses
+
+
+def _pp_schedule(rank, world, schedule, m, layers):
+    model = _model(layers)
+    inputs, targets = _batches(m)
+    ref, ref_losses = _one_process(layers, inputs, targets)
     part = split_transformer(model, world)[rank]
     stage = PipelineStage(part, (MB, S, H), torch.float64, loss_fn=_loss)
     out = (run_afab if schedule == "afab" else run_1f1b)(stage, inputs, targets)
@@ -161,12 +166,7 @@ def _ilv_rank(rank, world, v, ms, layers):
     out = {}
     for m in ms:
         inputs, targets = _batches(m)
-        ref = _model(layers)
-        ref_losses = []
-        for x, y in zip(inputs, targets):
-            loss = _loss(ref(x), y)
-            (loss / m).backward()
-            ref_losses.append(float(loss.detach()))
+        ref, ref_losses = _one_process(layers, inputs, targets)
         model = _model(layers).to(dev)
         parts = split_transformer(model, world * v)[rank::world]  # chunks rank, rank + p, ...
         stage = InterleavedStage(parts, (MB, S, H), torch.float64, loss_fn=_loss)
