@@ -348,3 +348,41 @@ def test_upstream_quality_flags_equal_the_reference():
     for t in texts:
         assert U.quality_flags(t) == D.quality_flags(t)
     assert U.quality_flags in U.ANSWERS
+
+
+# ---------------------------------------------------------------- 08's LSH scaling cell, attacked
+
+
+def _lsh_scaling_cell() -> str:
+    from pathlib import Path
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "source/08_data_checkpoints/exercises.ipynb", 4)
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "lsh_scaling_tests")
+
+
+def _bucketed(signatures, b, r):
+    import time
+
+    time.sleep(1.0)              # slow, but sub-quadratic: the cell counts steps, not seconds
+    groups = {}
+    for i, s in enumerate(signatures):
+        for k in range(b):
+            groups.setdefault((k, tuple(int(v) for v in s[k * r:(k + 1) * r])), []).append(i)
+    return sorted({(g[x], g[y]) for g in groups.values() for x in range(len(g)) for y in range(x + 1, len(g))})
+
+
+def _all_pairs(signatures, b, r):    # the same pairs, by comparing every pair
+    n = len(signatures)
+    return [(i, j) for i in range(n) for j in range(i + 1, n)
+            if any(np.array_equal(signatures[i][k * r:(k + 1) * r], signatures[j][k * r:(k + 1) * r]) for k in range(b))]
+
+
+def test_lsh_scaling_cell_counts_steps_not_seconds():
+    from solutions_lib.grading import GradingError
+
+    cell = _lsh_scaling_cell()
+    exec(compile(cell, "lsh_scaling_tests", "exec"), {"lsh_candidate_pairs": _bucketed})   # slow and correct: passes
+    with pytest.raises(GradingError, match="Python steps lsh_candidate_pairs takes"):
+        exec(compile(cell, "lsh_scaling_tests", "exec"), {"lsh_candidate_pairs": _all_pairs})
