@@ -97,7 +97,8 @@ def cmd_bench(args) -> int:
     from .bench import main
 
     assignments = [a for a in (args.assignments or "").split(",") if a] or None
-    return main(args.names, assignments=assignments, baseline=args.baseline, sweep=args.sweep)
+    return main(args.names, assignments=assignments, baseline=args.baseline, sweep=args.sweep,
+                only=args.only, workers=args.workers)
 
 
 def cmd_autograde(args) -> int:
@@ -138,11 +139,13 @@ def main(argv=None) -> int:
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_scan)
     c = sub.add_parser("bench", help="benchmarks: predicted vs measured memory and communication; DDP step time")
-    c.add_argument("names", nargs="*", help="memory, comms, ddp, grading, fairness (default: memory comms ddp)")
+    c.add_argument("names", nargs="*", help="memory, comms, ddp, grading, fairness, mutants, attention, parallel (default: memory comms ddp)")
     c.add_argument("--assignments", help="grading, fairness: comma-separated assignments (default: all)")
     c.add_argument("--sweep", choices=["warnings", "cascades", "both"], default="both",
                    help="fairness: harmless warnings in every answer, one blank answer at a time, or both")
     c.add_argument("--baseline", action="store_true", help="grading: also with nbgrader's stock settings")
+    c.add_argument("--only", help="mutants: only the wrong answers whose name (assignment/notebook/file) contains this")
+    c.add_argument("--workers", type=int, help="mutants: submissions graded at once (default: the number of CPUs)")
     c.set_defaults(func=cmd_bench)
     c = sub.add_parser("autograde", help="autograde every submission of an assignment, N students at a time")
     c.add_argument("assignment")

@@ -16,6 +16,10 @@ attention
         (tile loops) and, on CUDA with triton, the Triton kernels, causal, s = 128..16k on CUDA
         (bf16), 128..2048 on CPU (fp32; 35-60 s on 2 shared cores, so not in the default set).
         Goal: FlashAttention2 below naive attention's memory once s spans two tiles (1024 for Triton).
+mutants the wrong-answer bank (tests/wrong_answers, course/mutants.py): each wrong answer in an
+        otherwise solved notebook, graded with stock autograde; prints the cells each lost.
+        Goal: every wrong answer loses points on the cells it names. `--assignments`, `--only
+        NAME` pick some. Not in the default set (about 10 s of grading per wrong answer).
 parallel
         lab part 2 on 2-4 gloo ranks (dist/parallel_bench.py): measured pipeline bubble (AFAB,
         1F1B) and peak in-flight micro-batches, TP/SP, ring-attention and DP x TP mesh calls and
@@ -155,11 +159,17 @@ def parallel(out=print, **config) -> bool:
     return run(out=out, **config)
 
 
-BENCHES = {"memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel}
+def mutants(out=print, assignments=None, only=None, workers=None) -> bool:
+    from .course.mutants import main as mutants_main
+
+    return mutants_main(assignments, only=only, workers=workers, out=out)
+
+
+BENCHES = {"mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
 
-def main(names=None, assignments=None, baseline=False, sweep="both") -> int:
+def main(names=None, assignments=None, baseline=False, sweep="both", only=None, workers=None) -> int:
     names = names or list(DEFAULT)
     unknown = sorted(set(names) - set(BENCHES))
     if unknown:
@@ -172,6 +182,8 @@ def main(names=None, assignments=None, baseline=False, sweep="both") -> int:
             results.append(grading(assignments=assignments, baseline=baseline))
         elif name == "fairness":
             results.append(fairness(assignments=assignments, sweep=sweep))
+        elif name == "mutants":
+            results.append(mutants(assignments=assignments, only=only, workers=workers))
         else:
             results.append(BENCHES[name]())
     return 0 if all(results) else 1
