@@ -367,8 +367,9 @@ def enable_sandbox(c, root: str, *, cpu_seconds: int = DEFAULT_CPU_SECONDS,
     current = c.Autograde.autograde_preprocessors if "autograde_preprocessors" in c.Autograde else \
         list(Autograde.class_traits()["autograde_preprocessors"].default())
     c.Autograde.autograde_preprocessors = [sandbox_execute if p in (Execute, CourseExecute) else p for p in current]
-    # For code that builds nbclient/nbconvert executors from the config directly.
-    c.Execute.kernel_manager_class = SandboxKernelManager
+    # Only autograde's Execute is sandboxed: `nbgrader validate` (the student's Validate, which
+    # also reads `c.Execute`) must run the student's own kernel with the real package, or a
+    # solved notebook whose visible tests use references fails Validate (issue 25).
     c.SandboxKernelManager.transport = "ipc"
     c.SandboxKernelManager.course_root = os.path.abspath(root)
     c.SandboxKernelManager.cpu_seconds = int(cpu_seconds)
