@@ -579,7 +579,7 @@ def allreduce_benchmark(sizes: Sequence[int] = DEFAULT_SIZES, fit_max_bytes: flo
 # depends on it.
 
 __all__ += [
-    "binary_tree_depth", "pipelined_tree_allreduce_time", "optimal_tree_chunks", "pipelined_tree_best_time",
+    "binary_tree_depth", "double_tree_chunks_per_round", "pipelined_tree_allreduce_time", "optimal_tree_chunks", "pipelined_tree_best_time",
     "PROTOCOL_EFFICIENCY", "EXAMPLE_PROTOCOL_LATENCIES", "protocol_time", "best_protocol",
     "protocol_crossover_bytes", "all_to_all_time", "moe_alltoall_bytes", "tp_allreduce_bytes_per_layer",
 ]
@@ -599,8 +599,26 @@ def _chunks(k) -> int:
     return int(k)
 
 
+def double_tree_chunks_per_round(n: int) -> int:
+    """Chunks the busiest rank sends in one steady-state round of the pipelined double tree.
+
+    A rank at heap position p sends one chunk up (unless it is the root) and one down to each of
+    its children; tree A puts rank r at position r, tree B at n-1-r, and a rank sends in both
+    trees in the same round. For n >= 5 some rank is an inner node with two children in one tree
+    (1 up + 2 down) and a leaf in the other (1 up): 4 chunks. With fewer ranks the trees are too
+    small for that: n = 2 gives 2 (each rank is the root of one tree and the leaf of the other),
+    n = 3 and n = 4 give 3. One rank sends nothing: 0.
+    """
+    n = _world(n)
+
+    def sends(p: int) -> int:
+        return int(p > 0) + sum(1 for c in (2 * p + 1, 2 * p + 2) if c < n)
+
+    return 0 if n == 1 else max(sends(r) + sends(n - 1 - r) for r in range(n))
+
+
 def pipelined_tree_allreduce_time(n: int, nbytes: float, alpha: float, bandwidth: float, chunks: int) -> float:
-    """NCCL-style pipelined double-binary-tree all-reduce: ``(2D + k - 1)(alpha + 2 S / (k B))``.
+    """NCCL-style pipelined double-binary-tree all-reduce: ``(2D + k - 1)(alpha + c S / (2 k B))``.
 
     The model (stated in full in notebook 05 theory, section 3c):
 
@@ -608,20 +626,22 @@ def pipelined_tree_allreduce_time(n: int, nbytes: float, alpha: float, bandwidth
       position n-1-r, so every rank is an inner node in at most one of them; Sanders, Speck and
       Träff, "Two-tree algorithms for full bandwidth broadcast, reduction and scan", Parallel
       Computing 2009; NCCL 2.4, "Massively Scale Your Deep Learning Training with NCCL 2.4",
-      NVIDIA blog 2019). Each tree all-reduces one half of the buffer, S/2, cut into k chunks of
-      S/(2k) bytes.
+      NVIDIA blog 2019; NCCL itself builds in-order trees, the second one mirrored for even n
+      and shifted by one for odd n, with the same per-round cost for n >= 5). Each tree
+      all-reduces one half of the buffer, S/2, cut into k chunks of S/(2k) bytes.
     * the reduce climbs the tree and the broadcast descends it, pipelined: in each round every
       tree edge carries at most one chunk each way, and a node forwards chunk j one round after it
       has chunk j from all its children (reduce) or from its parent (broadcast). The root starts
       broadcasting chunk j as soon as it has reduced it. The last chunk reaches the deepest leaf
       after 2D + k - 1 rounds (D = `binary_tree_depth(n)`).
     * one round costs one latency plus what the busiest rank sends through its link of
-      bandwidth B (the same per-rank B as in `ring_allreduce_time`): in steady state an inner node
-      sends one chunk up and two down in its own tree and one up as a leaf of the other, 4 chunks
-      of S/(2k): ``alpha + 2 S / (k B)``.
+      bandwidth B (the same per-rank B as in `ring_allreduce_time`) in steady state:
+      c = `double_tree_chunks_per_round(n)` chunks of S/(2k), ``alpha + c S / (2 k B)``. For
+      n >= 5, c = 4 (an inner node sends one chunk up and two down in its own tree and one up as
+      a leaf of the other): ``alpha + 2 S / (k B)``; n = 2 has c = 2 and n = 3, 4 have c = 3.
 
-    k -> infinity gives the bandwidth term 2 S / B (the ring's 2 (n-1)/n S / B); k = 1 the
-    unpipelined 2D (alpha + 2S/B). One rank: 0 seconds.
+    k -> infinity gives the bandwidth term c S / (2B) (2 S / B for n >= 5, the ring's
+    2 (n-1)/n S / B); k = 1 the unpipelined 2D (alpha + c S / (2B)). One rank: 0 seconds.
     """
     n = _world(n)
     nbytes, alpha, bandwidth = _link(nbytes, alpha, bandwidth)
@@ -629,14 +649,16 @@ def pipelined_tree_allreduce_time(n: int, nbytes: float, alpha: float, bandwidth
     if n == 1:
         return 0.0
     D = binary_tree_depth(n)
-    return (2 * D + k - 1) * (alpha + 2 * nbytes / (k * bandwidth))
+    c = double_tree_chunks_per_round(n)
+    return (2 * D + k - 1) * (alpha + c * nbytes / (2 * k * bandwidth))
 
 
 def optimal_tree_chunks(n: int, nbytes: float, alpha: float, bandwidth: float) -> float:
     """The number of chunks that minimises `pipelined_tree_allreduce_time` over real k >= 1.
 
-    T(k) = (a + k)(alpha + b / k) with a = 2D - 1 and b = 2S/B; dT/dk = alpha - a b / k^2 = 0 at
-    ``k* = sqrt((2D - 1) * 2 S / (alpha B))``; T is convex in k > 0, so below k* = 1 the best
+    T(k) = (a + k)(alpha + b / k) with a = 2D - 1 and b = c S / (2B) (c chunks per round,
+    `double_tree_chunks_per_round`: 4, so b = 2S/B, for n >= 5); dT/dk = alpha - a b / k^2 = 0 at
+    ``k* = sqrt((2D - 1) * b / alpha)``; T is convex in k > 0, so below k* = 1 the best
     allowed k is 1. The integer optimum is floor(k*) or ceil(k*). Needs n >= 2 (one rank has
     nothing to pipeline) and alpha > 0 (without latency every extra chunk helps: k* = infinity).
     """
@@ -647,22 +669,24 @@ def optimal_tree_chunks(n: int, nbytes: float, alpha: float, bandwidth: float) -
     if alpha <= 0:
         raise ValueError("optimal_tree_chunks needs alpha > 0: without latency every extra chunk helps (k* is infinite)")
     D = binary_tree_depth(n)
-    return max(1.0, math.sqrt((2 * D - 1) * 2 * nbytes / (alpha * bandwidth)))
+    b = double_tree_chunks_per_round(n) * nbytes / (2 * bandwidth)
+    return max(1.0, math.sqrt((2 * D - 1) * b / alpha))
 
 
 def pipelined_tree_best_time(n: int, nbytes: float, alpha: float, bandwidth: float) -> float:
-    """``T(k*) = (sqrt((2D-1) alpha) + sqrt(2 S / B))^2`` seconds (when k* > 1; else T(1) = 2D (alpha + 2S/B)).
+    """``T(k*) = (sqrt((2D-1) alpha) + sqrt(b))^2`` seconds with b = c S / (2B) (when k* > 1; else
+    T(1) = 2D (alpha + b)); c = `double_tree_chunks_per_round(n)`, so b = 2S/B for n >= 5.
 
-    Expanding: (2D-1) alpha + 2 S/B + 2 sqrt((2D-1) alpha * 2S/B). Small S: about (2D - 1) alpha,
-    the tree's logarithmic latency; large S: 2 S/B plus a term that grows only like sqrt(S), so
-    the time per byte tends to the ring's. One rank: 0; alpha = 0: the limit 2 S / B.
+    Expanding: (2D-1) alpha + b + 2 sqrt((2D-1) alpha b). Small S: about (2D - 1) alpha,
+    the tree's logarithmic latency; large S: b plus a term that grows only like sqrt(S), so
+    the time per byte tends to the ring's. One rank: 0; alpha = 0: the limit b.
     """
     n = _world(n)
     nbytes, alpha, bandwidth = _link(nbytes, alpha, bandwidth)
     if n == 1:
         return 0.0
     D = binary_tree_depth(n)
-    b = 2 * nbytes / bandwidth
+    b = double_tree_chunks_per_round(n) * nbytes / (2 * bandwidth)
     if alpha == 0:
         return b
     if (2 * D - 1) * b <= alpha:  # k* <= 1: one chunk

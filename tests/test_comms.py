@@ -627,19 +627,51 @@ def test_pipelined_tree_rounds_and_result_match_a_simulation(n, k):
     assert rounds == 2 * D + k - 1                       # the pipeline's length
     S = data[0].nbytes
     assert chunk == S / (2 * k)
-    assert per_round.max() <= 4                          # the busiest rank: 4 chunks per round
-    if n >= 5 and k >= 2 * D + 1:
-        assert per_round.max() == 4
+    c = C.double_tree_chunks_per_round(n)
+    assert per_round.max() <= c                          # the busiest rank: c chunks per round (4 for n >= 5)
+    if k >= 2 * D + 1:
+        assert per_round.max() == c
     assert sent.max() <= 2 * S + 1e-9                    # the ring-like volume, 2S per rank at most
     if n >= 5:
         assert sent.max() == 2 * S
     # the closed form charges every round the busiest rank's steady-state cost
     alpha, B = 3e-6, 7e9
-    t_round = alpha + 4 * chunk / B
+    t_round = alpha + c * chunk / B
     assert C.pipelined_tree_allreduce_time(n, S, alpha, B, k) == pytest.approx(rounds * t_round, rel=1e-12)
     # a round costs what its busiest rank sends: the closed form is an upper bound of that finer count
     t_fine = sum(alpha + r.max() * chunk / B for r in per_round)
     assert t_fine <= C.pipelined_tree_allreduce_time(n, S, alpha, B, k) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("n", range(2, 10))
+def test_pipelined_tree_busiest_rank_against_a_round_by_round_replay(n):
+    """Issue 27 item 8: the round cost is what the busiest rank sends in a steady-state round of a
+    replay of both trees, 2 chunks for n = 2, 3 for n = 3 and 4, 4 from n = 5 on, not 4 for every n."""
+    k = 24
+    data = [np.ones(2 * k * 2) for _ in range(n)]
+    _, rounds, per_round, _, chunk = sim_double_tree_allreduce(data, k)
+    D = C.binary_tree_depth(n)
+    steady = per_round[2 * D: k]                         # every rank busy up and down in these rounds
+    assert steady.shape[0] > 0 and (steady.max(axis=1) == steady.max()).all()
+    assert C.double_tree_chunks_per_round(n) == per_round.max() == steady.max() == {2: 2, 3: 3, 4: 3}.get(n, 4)
+    alpha, B = 5e-6, 50e9
+    S = data[0].nbytes
+    t = C.pipelined_tree_allreduce_time(n, S, alpha, B, k)
+    assert t == pytest.approx(rounds * (alpha + per_round.max() * chunk / B), rel=1e-12)
+    t_fine = sum(alpha + r.max() * chunk / B for r in per_round)
+    assert t_fine <= t * (1 + 1e-12) and t_fine > 0.85 * t
+
+
+def test_pipelined_tree_two_ranks_the_issue_numbers():
+    # S = 64 MB, alpha = 5 us, 50 GB/s, k = 16: 17 rounds of 5 us + 2 chunks of 2 MB, not 4
+    assert C.pipelined_tree_allreduce_time(2, 64e6, 5e-6, 50e9, 16) == pytest.approx(1.445e-3, rel=1e-12)
+    assert C.pipelined_tree_allreduce_time(2, 64e6, 5e-6, 50e9, 16) < 1.2 * C.ring_allreduce_time(2, 64e6, 5e-6, 50e9)
+    for n in (2, 3, 4):
+        c = C.double_tree_chunks_per_round(n)
+        D = C.binary_tree_depth(n)
+        b = c * 1e8 / (2 * 1e10)
+        assert C.optimal_tree_chunks(n, 1e8, 1e-5, 1e10) == pytest.approx(math.sqrt((2 * D - 1) * b / 1e-5))
+        assert C.pipelined_tree_best_time(n, 1e8, 0.0, 1e10) == pytest.approx(b)
 
 
 def test_pipelined_tree_fine_count_approaches_the_closed_form_for_many_chunks():
@@ -657,8 +689,9 @@ def test_pipelined_tree_fine_count_approaches_the_closed_form_for_many_chunks():
                                          (5, 3e5, 2e-6, 1e10), (1000, 1e6, 1e-5, 1e11), (2, 1e9, 1e-6, 1e9)])
 def test_optimal_chunks_closed_form_against_brute_force(n, S, alpha, B):
     D = C.binary_tree_depth(n)
+    c = C.double_tree_chunks_per_round(n)
     ks = np.arange(1, 200_001)
-    T = (2 * D + ks - 1) * (alpha + 2 * S / (ks * B))   # the simulated round count times the round cost
+    T = (2 * D + ks - 1) * (alpha + c * S / (2 * ks * B))   # the simulated round count times the round cost
     assert C.pipelined_tree_allreduce_time(n, S, alpha, B, int(ks[0])) == pytest.approx(T[0])
     k_best = int(ks[np.argmin(T)])
     kstar = C.optimal_tree_chunks(n, S, alpha, B)
@@ -666,7 +699,7 @@ def test_optimal_chunks_closed_form_against_brute_force(n, S, alpha, B):
     best = C.pipelined_tree_best_time(n, S, alpha, B)
     assert best <= T.min() * (1 + 1e-12)
     assert best == pytest.approx(C.pipelined_tree_allreduce_time(n, S, alpha, B, 1) if kstar == 1
-                                 else (2 * D + kstar - 1) * (alpha + 2 * S / (kstar * B)), rel=1e-12)
+                                 else (2 * D + kstar - 1) * (alpha + c * S / (2 * kstar * B)), rel=1e-12)
     assert T.min() <= best * (1 + 1 / kstar)            # the integer optimum is close to the real one
 
 
