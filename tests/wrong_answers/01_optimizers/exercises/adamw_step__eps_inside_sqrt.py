@@ -1,0 +1,26 @@
+# loses: adamw_step_seed_tests, adamw_step_array_tests
+# why: eps added inside the square root: sqrt(v_hat + eps), not sqrt(v_hat) + eps
+def adamw_step(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    """One AdamW update (torch.optim.AdamW semantics). Returns (param, m, v)."""
+    beta1, beta2 = betas
+    if isinstance(step, bool) or int(step) != step or step < 1:
+        raise ValueError(f"step must be an integer >= 1, got {step!r}")
+    if lr < 0:
+        raise ValueError(f"lr must be >= 0, got {lr}")
+    if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
+        raise ValueError(f"betas must lie in [0, 1), got {betas}")
+    if eps < 0 or weight_decay < 0:
+        raise ValueError("eps and weight_decay must be >= 0")
+    scalar = all(np.ndim(x) == 0 for x in (param, grad, m, v))
+    p, g, m, v = (np.asarray(x, dtype=float) for x in (param, grad, m, v))
+    if not (p.shape == g.shape == m.shape == v.shape):
+        raise ValueError(f"shapes differ: {p.shape}, {g.shape}, {m.shape}, {v.shape}")
+    p = p * (1 - lr * weight_decay)
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    m_hat = m / (1 - beta1**step)
+    v_hat = v / (1 - beta2**step)
+    p = p - lr * m_hat / (np.sqrt(v_hat + eps))
+    if scalar:
+        return float(p), float(m), float(v)
+    return p, m, v

@@ -1,0 +1,21 @@
+# loses: llm_param_groups_tests
+# why: decays every parameter with 2 or more dims: the Embedding table is decayed
+def llm_param_groups(model, weight_decay):
+    """[decay group: Linear weights, no-decay group: everything else], each parameter once."""
+    embedding = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters(recurse=False)}
+    decay, no_decay, seen = [], [], set()
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if p.dim() >= 2:
+                decay.append(p)
+            else:
+                no_decay.append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def update_to_weight_ratios(before, after):
+    """{name: ||after - before|| / ||before||} for two dicts of tensors with the same names."""
+    return {k: float((after[k] - before[k]).norm() / before[k].norm()) for k in before if float(before[k].norm()) > 0}

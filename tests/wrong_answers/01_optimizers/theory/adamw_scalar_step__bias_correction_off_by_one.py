@@ -1,0 +1,11 @@
+# loses: adamw_scalar_step_tests
+# why: bias corrections with beta**(t+1)
+def adamw_scalar_step(theta, grad, m, v, t, lr=1e-3, weight_decay=0.01, beta1=0.9, beta2=0.999, eps=1e-8):
+    """One AdamW update of a scalar at step t (1-based). Returns (theta, m, v)."""
+    theta = theta * (1 - lr * weight_decay)
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad**2
+    m_hat = m / (1 - beta1**(t + 1))
+    v_hat = v / (1 - beta2**(t + 1))
+    theta = theta - lr * m_hat / (math.sqrt(v_hat) + eps)
+    return theta, m, v
