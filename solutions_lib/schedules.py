@@ -141,7 +141,8 @@ def linear_warmup(step: int, peak_lr: float, warmup_steps: int) -> float:
     return peak_lr
 
 
-def warmup_cosine(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
+def warmup_cosine(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0,
+                  convention: str = "course") -> float:
     """Linear warmup (`linear_warmup`) then a half cosine from peak_lr down to min_lr.
 
     With W = warmup_steps, T = total_steps and ``p = (step - W) / (T - W - 1)``::
@@ -155,7 +156,21 @@ def warmup_cosine(step: int, peak_lr: float, warmup_steps: int, total_steps: int
     CosineAnnealingLR(T_max=T-W-1, eta_min=min_lr)], milestones=[W])``. Hugging Face's
     ``get_cosine_schedule_with_warmup`` divides by T-W instead (it reaches 0 only at step T,
     which never runs). Raises ValueError when ``warmup_steps >= total_steps``.
+
+    ``convention`` names where the warmup starts and where the decay lands:
+
+    * ``"course"`` (the default, TH-03): warmup ``peak * (step + 1) / W`` (the first update
+      already uses peak/W), decay over ``T - W - 1`` steps, so step T-1 trains at min_lr;
+    * ``"hf"``: Hugging Face's ``get_cosine_schedule_with_warmup`` (min_lr = 0) and
+      ``get_cosine_with_min_lr_schedule_with_warmup`` (``min_lr_rate = min_lr / peak_lr``):
+      warmup ``peak * step / W`` (step 0 trains at 0, the peak is reached at step W), decay
+      progress ``(step - W) / (T - W)``, so min_lr is reached only at step T, one past the run.
+      Past the run (step >= T) the value stays at min_lr here too, where transformers' cosine
+      would climb back.
     """
+    if convention not in ("course", "hf"):
+        raise ValueError(f'convention must be "course" (warmup from peak/W) or "hf" (warmup from 0, '
+                         f'Hugging Face), got {convention!r}')
     step = _step(step)
     peak_lr = _real("peak_lr", peak_lr)
     total_steps = _int("total_steps", total_steps, 1)
@@ -164,6 +179,13 @@ def warmup_cosine(step: int, peak_lr: float, warmup_steps: int, total_steps: int
     if warmup_steps >= total_steps:
         raise ValueError(f"warmup_steps={warmup_steps} must be shorter than the run (total_steps={total_steps}), "
                          "otherwise there is no decay")
+    if convention == "hf":
+        if step < warmup_steps:
+            return peak_lr * step / warmup_steps
+        if step >= total_steps:
+            return min_lr
+        p = (step - warmup_steps) / (total_steps - warmup_steps)
+        return min_lr + (peak_lr - min_lr) * (1.0 + math.cos(math.pi * p)) / 2.0
     if step < warmup_steps:
         return peak_lr * (step + 1) / warmup_steps
     span = total_steps - warmup_steps - 1

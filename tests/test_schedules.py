@@ -105,6 +105,49 @@ def test_warmup_cosine_th03_numbers_and_edges():
     assert S.warmup_cosine(9, 1.0, 9, 10, 0.25) == 0.25  # a one-step decay is the floor
 
 
+def _hf_cosine_lambda(num_warmup_steps, num_training_steps, min_lr_rate=0.0, num_cycles=0.5):
+    # transformers.optimization._get_cosine_schedule_with_warmup_lr_lambda, from its published
+    # definition (get_cosine_schedule_with_warmup; with min_lr_rate: get_cosine_with_min_lr_schedule_with_warmup),
+    # written out here because transformers is not a dependency of the course.
+    def lr_lambda(current_step):
+        if current_step < num_warmup_steps:
+            return float(current_step) / float(max(1, num_warmup_steps))
+        progress = float(current_step - num_warmup_steps) / float(max(1, num_training_steps - num_warmup_steps))
+        factor = 0.5 * (1.0 + math.cos(math.pi * float(num_cycles) * 2.0 * progress))
+        factor = factor * (1 - min_lr_rate) + min_lr_rate
+        return max(0, factor)
+    return lr_lambda
+
+
+@pytest.mark.parametrize("peak,warm,total,min_lr", [(3e-4, 10, 100, 3e-5), (1.0, 1, 50, 0.0), (0.1, 25, 60, 0.01),
+                                                   (0.1, 3, 5, 0.0), (0.2, 0, 64, 0.002), (1.0, 9, 10, 0.25)])
+def test_warmup_cosine_hf_convention_matches_transformers_lambda(peak, warm, total, min_lr):
+    # convention="hf": warmup from 0 (peak * step / W), decay over T - W steps; torch's LambdaLR with
+    # transformers' lambda gives the same rates for every step of the run and at step T
+    ours = [S.warmup_cosine(s, peak, warm, total, min_lr, convention="hf") for s in range(total + 1)]
+    theirs = torch_trace(lambda o: L.LambdaLR(o, _hf_cosine_lambda(warm, total, min_lr / peak)), total + 1, peak)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-15)
+    assert ours[0] == (0.0 if warm else peak) and ours[total] == pytest.approx(min_lr)
+    assert S.warmup_cosine(total + 7, peak, warm, total, min_lr, convention="hf") == min_lr   # past the run: the floor
+    # the course's default is unchanged: warmup from peak/W, the floor at step T - 1
+    course = [S.warmup_cosine(s, peak, warm, total, min_lr) for s in range(total)]
+    assert course == [S.warmup_cosine(s, peak, warm, total, min_lr, convention="course") for s in range(total)]
+    if warm:
+        assert course[0] == pytest.approx(peak / warm) and course[warm - 1] == pytest.approx(peak)
+    assert course[-1] == min_lr
+
+
+def test_warmup_cosine_hf_convention_th03_and_bad_name():
+    # TH-03 numbers under both conventions: HF's step 0 is 0 and its step 100 (W) the peak; ours is peak/W at step 0
+    assert S.warmup_cosine(0, 3e-4, 100, 1000, 3e-5, convention="hf") == 0.0
+    assert S.warmup_cosine(50, 3e-4, 100, 1000, 3e-5, convention="hf") == pytest.approx(1.5e-4)
+    assert S.warmup_cosine(50, 3e-4, 100, 1000, 3e-5) == pytest.approx(1.53e-4)
+    assert S.warmup_cosine(100, 3e-4, 100, 1000, 3e-5, convention="hf") == pytest.approx(3e-4)
+    assert S.warmup_cosine(999, 3e-4, 100, 1000, 3e-5, convention="hf") > 3e-5 == S.warmup_cosine(999, 3e-4, 100, 1000, 3e-5)
+    with pytest.raises(ValueError, match="convention"):
+        S.warmup_cosine(0, 3e-4, 100, 1000, convention="huggingface")
+
+
 @pytest.mark.parametrize("t0,mult,min_lr", [(10, 2, 1e-4), (7, 3, 0.0), (13, 1, 0.01), (1, 2, 0.0), (5, 1, 0.0)])
 def test_cosine_with_restarts_matches_warmrestarts(t0, mult, min_lr):
     ours = S.lr_curve(S.cosine_with_restarts, 400, max_lr=0.1, t0=t0, t_mult=mult, min_lr=min_lr)
