@@ -131,3 +131,62 @@ def test_sweeps_return_one_finite_pair_per_point():
     for d in (dp, tp):
         assert len(d["compute_s"]) == len(d["comm_s"]) == 2
         assert all(v > 0 and math.isfinite(v) for v in d["compute_s"] + d["comm_s"])
+
+
+# ---------------------------------------------------------------- the scripted clock of the notebook's tests
+
+from solutions_lib.dist.probes_comm_bound import DP_SCRIPT, TP_SCRIPT, ScriptedClock, expected  # noqa: E402
+
+
+def _issue_harness(net, x, repeats):
+    """The harness of issue 24: no barriers, a mean, the warm-up step timed."""
+    import time
+    import torch.distributed as dist
+    compute, comm, flat = [], [], None
+    for _ in range(repeats + 1):
+        net.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        net(x).square().mean().backward()
+        t1 = time.perf_counter()
+        flat = torch.cat([p.grad.reshape(-1) for p in net.parameters()])
+        t2 = time.perf_counter()
+        dist.all_reduce(flat)
+        t3 = time.perf_counter()
+        flat /= dist.get_world_size()
+        compute.append(t1 - t0)
+        comm.append(t3 - t2)
+    return float(np.mean(compute)), float(np.mean(comm)), flat
+
+
+def _scripted_dp_rank(rank, world, which):
+    fn = CB.time_dp_step if which == "course" else _issue_harness
+    net = CB.dp_layer(8, dtype=torch.float64)
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(rank), dtype=torch.float64)
+    with CommCounter() as comm, ScriptedClock(DP_SCRIPT, fn=fn).dp(net) as clock:
+        c, m, _ = fn(net, x, DP_SCRIPT["repeats"])
+    return c, m, clock.report(comm)
+
+
+def _scripted_tp_rank(rank, world):
+    w1, w2, _, _ = CB.tp_shards(8, rank, world, dtype=torch.float64)
+    x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
+    with CommCounter() as comm, ScriptedClock(TP_SCRIPT, fn=CB.time_tp_mlp).tp(x) as clock:
+        c, m, _ = CB.time_tp_mlp(w1, w2, x, TP_SCRIPT["repeats"])
+    return c, m, clock.report(comm)
+
+
+def test_scripted_clock_gives_the_script_medians_and_catches_the_issue_harness():
+    want, r = expected(DP_SCRIPT), DP_SCRIPT["repeats"]
+    # the script separates the right answer from each slip
+    assert len({want["compute_s"], want["compute_mean"], want["compute_with_warmup"]}) == 3
+    assert len({want["comm_s"], want["comm_mean"], want["comm_with_warmup"]}) == 3
+    for c, m, seen in launch(_scripted_dp_rank, 2, args=("course",)):
+        assert c == pytest.approx(want["compute_s"], rel=1e-9) and m == pytest.approx(want["comm_s"], rel=1e-9)
+        assert seen == {"forwards": r + 1, "allreduces": r + 1, "barriers": 2 * (r + 1)}
+    for c, m, seen in launch(_scripted_dp_rank, 2, args=("issue",)):
+        assert seen["barriers"] == 0
+        assert c != pytest.approx(want["compute_s"], rel=1e-3) and m != pytest.approx(want["comm_s"], rel=1e-3)
+    want = expected(TP_SCRIPT)
+    for c, m, seen in launch(_scripted_tp_rank, 2):
+        assert c == pytest.approx(want["compute_s"], rel=1e-9) and m == pytest.approx(want["comm_s"], rel=1e-9)
+        assert seen == {"forwards": r + 1, "backwards": r + 1, "allreduces": 2 * (r + 1), "barriers": 4 * (r + 1)}

@@ -260,3 +260,34 @@ def test_mesh_coordinates_and_bad_sizes():
     assert [mesh_coordinates(r, 2, 4) for r in (0, 3, 4, 7)] == [(0, 0), (0, 3), (1, 0), (1, 3)]
     with pytest.raises(ValueError, match="rank"):
         mesh_coordinates(8, 2, 4)
+
+
+# ---------------------------------------------------------------- the notebook's SP / bias-free layer cases
+
+def _sp_layers_rank(rank, world):
+    from solutions_lib.dist import probes_tp as PT
+    from solutions_lib.dist import tp_lab as TL
+    (fc1, fc2), x, (_, w) = PT.seq_linear_case(4, [6, 8, 4], 2, 4, bias=False)
+    col = TL.ColumnParallelLinear(fc1, enter=TL.GatherFromSP.apply)
+    row = TL.RowParallelLinear(fc2, exit=TL.ScatterToSP.apply)
+    xin = PT.seq_shard(x, rank, world).requires_grad_(True)
+    with CommCounter() as c:
+        z = row(torch.tanh(col(xin)))
+        (z * PT.seq_shard(w, rank, world)).sum().backward()
+    ref = fc2(torch.tanh(fc1(x)))
+    return _max(z, PT.seq_shard(ref, rank, world)), col.bias, row.bias, dict(c.calls), xin.grad
+
+
+def test_sequence_parallel_bias_free_layers_match_one_process():
+    from solutions_lib.dist import probes_tp as PT
+    res = launch(_sp_layers_rank, 2, timeout=60)
+    (fc1, fc2), x, (_, w) = PT.seq_linear_case(4, [6, 8, 4], 2, 4, bias=False)
+    xr = x.clone().requires_grad_(True)
+    (fc2(torch.tanh(fc1(xr))) * w).sum().backward()
+    for diff, b1, b2, calls, _ in res:
+        assert diff < 1e-12 and b1 is None and b2 is None
+        # forward: GatherFromSP's all-gather, ScatterToSP's reduce-scatter; backward: the other way round
+        assert calls.get("all_gather_into_tensor", 0) + calls.get("all_gather_single", 0) == 2
+        assert calls.get("reduce_scatter_tensor", 0) + calls.get("reduce_scatter_single", 0) == 2
+    assert _max(torch.cat([r[4] for r in res], dim=1), xr.grad) < 1e-12
+    assert torch.equal(PT.sum_shards([torch.ones(3), 2 * torch.ones(3)], "t"), 3 * torch.ones(3))

@@ -1,0 +1,30 @@
+# loses: g_operator_tests
+# why: g also all-reduces the gradient: t times too large, and a second collective
+class CopyToTP(torch.autograd.Function):
+    # f: identity forward, all-reduce (sum) of the gradient backward
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        return grad
+
+
+class ReduceFromTP(torch.autograd.Function):
+    # g: all-reduce (sum) forward, identity backward
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.contiguous().clone()
+        dist.all_reduce(y, op=dist.ReduceOp.SUM)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad

@@ -1,0 +1,41 @@
+# loses: sp_gather_tests
+# why: all-gather along dim 0 (the batch), not the sequence
+class GatherFromSP(torch.autograd.Function):
+    # all-gather along the sequence (dim 1) forward, reduce-scatter backward
+
+    @staticmethod
+    def forward(ctx, x):
+        t = dist.get_world_size()
+        out = torch.empty((t * x.shape[0],) + tuple(x.shape[1:]), dtype=x.dtype)
+        dist.all_gather_into_tensor(out, x.contiguous())
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        t = dist.get_world_size()
+        gs = grad.transpose(0, 1).contiguous()
+        out = torch.empty((gs.shape[0] // t,) + tuple(gs.shape[1:]), dtype=grad.dtype)
+        dist.reduce_scatter_tensor(out, gs, op=dist.ReduceOp.SUM)
+        return out.transpose(0, 1).contiguous()
+
+
+class ScatterToSP(torch.autograd.Function):
+    # reduce-scatter along the sequence (dim 1) forward, all-gather backward
+
+    @staticmethod
+    def forward(ctx, x):
+        t = dist.get_world_size()
+        if x.shape[1] % t:
+            raise ValueError(f"the world size {t} must divide the sequence length {x.shape[1]}")
+        xs = x.transpose(0, 1).contiguous()
+        out = torch.empty((xs.shape[0] // t,) + tuple(xs.shape[1:]), dtype=x.dtype)
+        dist.reduce_scatter_tensor(out, xs, op=dist.ReduceOp.SUM)
+        return out.transpose(0, 1).contiguous()
+
+    @staticmethod
+    def backward(ctx, grad):
+        t = dist.get_world_size()
+        gs = grad.transpose(0, 1).contiguous()
+        out = torch.empty((t * gs.shape[0],) + tuple(gs.shape[1:]), dtype=grad.dtype)
+        dist.all_gather_into_tensor(out, gs)
+        return out.transpose(0, 1).contiguous()

@@ -1,0 +1,14 @@
+# loses: tp_bytes_sent_tests
+# why: (t-1)/t dropped: every rank sends the whole buffer
+def tp_bytes_sent_per_layer(batch, seq_len, hidden, tp, sequence_parallel=False, bytes_per_value=2):
+    for name, v in (("batch", batch), ("seq_len", seq_len), ("hidden", hidden), ("tp", tp),
+                    ("bytes_per_value", bytes_per_value)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    if sequence_parallel and seq_len % tp:
+        raise ValueError(f"tp={tp} must divide seq_len={seq_len} for sequence parallelism")
+    S = batch * seq_len * hidden * bytes_per_value
+    share = 1.0
+    if sequence_parallel:
+        return 4 * share * S + 4 * share * S       # all-gathers + reduce-scatters
+    return 4 * 2 * share * S                       # all-reduces
