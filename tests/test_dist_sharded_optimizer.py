@@ -199,3 +199,76 @@ def test_value_errors():
     for msgs in launch(_errors, 2, threads_per_rank=1):
         assert all(m is not None for m in msgs), msgs
         assert "stage" in msgs[1] and "backward" in msgs[6] and "world_size=3" in msgs[5]
+
+
+# ---- issue 27: frozen parameters are accepted and skipped, as torch's optimizers do
+
+def _frozen_reference(world_size, frozen_layer):
+    """One process: torch AdamW on the model with layer `frozen_layer` frozen (its parameters
+    given to the optimizer anyway), loss / N accumulated."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cls, kw = OPTS["adamw"]
+        model = make_model()
+        for p in model[2 * frozen_layer].parameters():
+            p.requires_grad_(False)
+        opt = cls(groups(model, kw["lr"]), **kw)
+        for step in batches(world_size):
+            opt.zero_grad()
+            for b in step:
+                (loss_fn(model, b) / world_size).backward()
+            opt.step()
+        return [p.detach().clone() for p in model.parameters()], _tensor_state_bytes(opt.state)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _frozen_rank(rank, world_size, stage, frozen_layer):
+    cls, kw = OPTS["adamw"]
+    model = make_model()
+    for p in model[2 * frozen_layer].parameters():
+        p.requires_grad_(False)
+    before = [p.detach().clone() for p in model[2 * frozen_layer].parameters()]
+    opt = ShardedOptimizer(groups(model, kw["lr"]), cls, stage, **kw)
+    with CommCounter() as comm:
+        for step in batches(world_size):
+            opt.zero_grad()
+            loss_fn(model, step[rank]).backward()
+            opt.step()
+    frozen_same = all(torch.equal(a, b) for a, b in zip(before, model[2 * frozen_layer].parameters()))
+    in_groups = sum(len(g["params"]) for g in opt.param_groups)
+    return [p.detach().clone() for p in model.parameters()], opt.state_bytes(), frozen_same, in_groups, \
+        opt.numel, dict(comm.bytes)
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_frozen_parameters_are_accepted_and_skipped(stage):
+    world, frozen_layer = 2, 1
+    want, full_state = _frozen_reference(world, frozen_layer)
+    out = launch(_frozen_rank, world, args=(stage, frozen_layer), threads_per_rank=1)
+    n_frozen = sum(p.numel() for p in make_model()[2 * frozen_layer].parameters())
+    for params, state, frozen_same, in_groups, numel, _ in out:
+        assert frozen_same, "a frozen parameter was changed"
+        assert in_groups == len(list(make_model().parameters())), "frozen parameters stay in param_groups"
+        assert numel == P - n_frozen, "only the trainable entries are sharded"
+        for a, b in zip(params, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert sum(s for _, s, *_ in out) == full_state       # the state of the trainable entries only, split
+    ag = [b.get("all_gather_into_tensor", 0) + b.get("all_gather_single", 0) for *_, b in out]
+    assert all(x <= STEPS * 4 * (P - n_frozen + world) for x in ag), ag   # frozen entries never sent
+
+
+def _all_frozen(rank, world_size):
+    m = make_model()
+    for p in m.parameters():
+        p.requires_grad_(False)
+    try:
+        ShardedOptimizer(m.parameters(), torch.optim.AdamW)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def test_all_frozen_is_a_value_error():
+    assert all(msg and "requires grad" in msg for msg in launch(_all_frozen, 2, threads_per_rank=1))

@@ -321,7 +321,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
     N S e for the all-gather, as `zero1_comm_bytes_per_step`.
 
     A parameter that has no gradient on this rank counts as zero gradient (all ranks must
-    take part in the collectives). `state_dict`/`load_state_dict` save and restore this rank's
+    take part in the collectives). A frozen parameter (``requires_grad=False`` at construction)
+    is accepted and skipped, as torch's optimizers skip it: it stays in ``param_groups`` but is
+    never sharded, communicated or updated. `state_dict`/`load_state_dict` save and restore this rank's
     shard (the same world size and partition are required).
     """
 
@@ -353,17 +355,20 @@ class ShardedOptimizer(torch.optim.Optimizer):
         except (TypeError, ValueError) as e:
             raise ValueError(f"{optimizer_cls.__name__} rejects the arguments {kwargs}: {e}") from None
         super().__init__(groups, defaults)
-        plist = [p for g in self.param_groups for p in g["params"]]
-        if any(not p.requires_grad for p in plist):
-            raise ValueError("every parameter given to ShardedOptimizer must require grad")
-        if len({id(p) for p in plist}) != len(plist):
+        every = [p for g in self.param_groups for p in g["params"]]
+        if len({id(p) for p in every}) != len(every):
             raise ValueError("a parameter appears twice in the list")
+        # frozen parameters (requires_grad=False when the optimizer is built) are accepted and
+        # skipped, as torch's optimizers do: never sharded, never communicated, never updated
+        plist = [p for p in every if p.requires_grad]
+        if not plist:
+            raise ValueError("no parameter given to ShardedOptimizer requires grad: nothing to optimize")
         if len({p.dtype for p in plist}) != 1 or len({p.device for p in plist}) != 1:
-            raise ValueError("all parameters must share one dtype and one device (one flat buffer)")
+            raise ValueError("all trainable parameters must share one dtype and one device (one flat buffer)")
         self.optimizer_cls, self.stage, self.partition = optimizer_cls, stage, partition
         self.world_size, self.rank = n, dist.get_rank()
         self._params = plist
-        self._group_of = [gi for gi, g in enumerate(self.param_groups) for _ in g["params"]]
+        self._group_of = [gi for gi, g in enumerate(self.param_groups) for p in g["params"] if p.requires_grad]
         self.numel = sum(p.numel() for p in plist)
         self._layout(n)
         dev, dt = plist[0].device, plist[0].dtype
