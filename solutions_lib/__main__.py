@@ -108,6 +108,17 @@ def cmd_autograde(args) -> int:
                 timeout=args.timeout_per_student, shard=args.shard, claim_run=args.claim)
 
 
+def cmd_student_kit(args) -> int:
+    from pathlib import Path
+
+    from .course.student_kit import build
+
+    _quiet()
+    assignments = [a for a in (args.assignments or "").split(",") if a] or None
+    build(Path(args.out_dir), assignments=assignments)
+    return 0
+
+
 def cmd_sandbox(args) -> int:
     import os
 
@@ -159,6 +170,10 @@ def main(argv=None) -> int:
     c.add_argument("--claim", metavar="RUN", help="share the class with the other hosts started with the same "
                    "RUN name: each student is claimed in the shared gradebook before grading")
     c.set_defaults(func=cmd_autograde)
+    c = sub.add_parser("student-kit", help="build the student edition wheel (no reference answers) into OUT_DIR")
+    c.add_argument("out_dir")
+    c.add_argument("--assignments", help="comma-separated: write the visible tests' values of these only (default: all)")
+    c.set_defaults(func=cmd_student_kit)
     sub.add_parser("sandbox", help="what a grading kernel is held to on this machine").set_defaults(func=cmd_sandbox)
     sub.add_parser("release", help="rebuild release/ from source/").set_defaults(func=cmd_release)
     c = sub.add_parser("demo", help="the main job: release, grade a sample class, print the table")

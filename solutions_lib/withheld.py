@@ -30,6 +30,11 @@ def _unpack_count(frame) -> int | None:
     return None
 
 
+def _where() -> str:
+    from ._edition import EDITION
+    return "not in the student edition" if EDITION == "student" else "withheld while grading"
+
+
 class WithheldError(TypeError):
     """A withheld reference value was used where a real value is needed."""
 
@@ -48,7 +53,7 @@ class Withheld:
 
     def _fail(self, what: str):
         name = object.__getattribute__(self, "_name")
-        raise WithheldError(f"{name} is a reference answer of the course and is withheld while grading; "
+        raise WithheldError(f"{name} is a reference answer of the course and is {_where()}; "
                             f"it cannot be used as {what}. Compute it with your own code.")
 
     def __format__(self, spec):

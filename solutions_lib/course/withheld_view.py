@@ -108,9 +108,10 @@ class _Withhold(ast.NodeTransformer):
         return node
 
 
-def withheld_source(module: str, source: str) -> str:
-    """`source` of `solutions_lib.<module>` with its WITHHELD names replaced (see the module docstring)."""
-    names = set(WITHHELD.get(module, ()))
+def withheld_source(module: str, source: str, names=None) -> str:
+    """`source` of `solutions_lib.<module>` with its WITHHELD names (or `names`) replaced by
+    stand-ins (see the module docstring)."""
+    names = set(WITHHELD.get(module, ()) if names is None else names)
     tree = ast.parse(source)
     t = _Withhold(module, names)
     tree = t.visit(tree)
