@@ -50,6 +50,24 @@ def _record_values(arr: np.ndarray):
     return flat[idx].tolist(), True
 
 
+def term_seed(n: int) -> int:
+    """The seed of a hidden test case for this term: `n` mixed with the course's secret.
+
+    The grader sets TAS_TERM_SEED from the course root's secret (`.course_secret` or
+    $TAS_COURSE_SECRET; course/config.py), for the trusted run and every student's kernel alike,
+    so each term's hidden inputs differ and a case that leaked last term is not this term's.
+    Without a secret (a student's own machine, a self-study learner) it returns `n` itself.
+    """
+    import hashlib
+
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ValueError(f"term_seed takes an int, got {n!r}")
+    key = os.environ.get("TAS_TERM_SEED", "")
+    if not key:
+        return int(n)
+    return int.from_bytes(hashlib.sha256(f"{key}:{int(n)}".encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
 def _grading() -> bool:
     return os.environ.get("NBGRADER_EXECUTION") == "autograde"
 

@@ -407,3 +407,37 @@ def test_neutralise_units():
     order = insert_neutraliser([SaveAutoGrades, CheckCellMetadata])
     assert order == [SaveAutoGrades, NeutraliseStudentContent, CheckCellMetadata]
     assert insert_neutraliser(order) == order
+
+
+def test_the_screen_bounds_its_work_per_notebook():
+    """Issue 26 (3): 68-character base64 strings of bz2 data inflate to 2 MiB each; 49 KB of
+    them kept generate_feedback busy past 300 s at 614 MB. The screen now spends a bounded
+    budget per notebook and withholds what it could not screen: quick, nothing shown unscreened,
+    and a notebook of ordinary outputs is not affected."""
+    import bz2
+    import time
+
+    from solutions_lib.course import feedback as fb
+
+    blob = base64.b64encode(bz2.compress(b"\0" * (2 << 20))).decode()
+    assert len(blob) <= 80
+    bomb = "\n".join([blob] * (49_000 // len(blob)))
+    src = "x = 1\n### BEGIN HIDDEN TESTS\nassert some_hidden_reference_value == 12345678\n### END HIDDEN TESTS\n"
+    test = nbformat.v4.new_code_cell(src, metadata={"nbgrader": {"grade": True, "solution": False,
+                                                                 "grade_id": "t", "points": 1}})
+    cells = [nbformat.v4.new_code_cell("print(...)", outputs=[nbformat.v4.new_output("stream", name="stdout", text=bomb)])
+             for _ in range(4)]
+    cells.append(nbformat.v4.new_code_cell("print('fine')", outputs=[nbformat.v4.new_output("stream", name="stdout",
+                                                                                            text="an honest output\n")]))
+    nb = nbformat.v4.new_notebook(cells=cells + [test])
+    t0 = time.monotonic()
+    out, _ = HideHiddenTests().preprocess(nb, {})
+    took = time.monotonic() - t0
+    assert took < fb.NOTEBOOK_SCREEN_SECONDS + 10, took
+    texts = [o.get("text", "") for c in out.cells for o in c.get("outputs", [])]
+    assert not any(blob in t for t in texts), "a bomb output was shown unscreened"
+    assert sum(t == fb.OUTPUT_UNSCREENED for t in texts) >= 1
+    honest = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('fine')", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="an honest output\n")]), test])
+    out, _ = HideHiddenTests().preprocess(honest, {})
+    assert out.cells[0].outputs[0]["text"] == "an honest output\n"

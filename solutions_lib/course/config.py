@@ -89,9 +89,34 @@ def course_exchange(c, root: str) -> None:
     c.Exchange.root = ex
 
 
+SECRET_FILE = ".course_secret"
+
+
+def term_key(root: str) -> str:
+    """The hidden tests' seed key of course `root` (grading.term_seed): a digest of the course's
+    secret, from $TAS_COURSE_SECRET or `<root>/.course_secret` (keep it out of git, release/ and
+    the student kit; change it each term); "" when the course has none (the literal seeds)."""
+    import hashlib
+
+    secret = os.environ.get("TAS_COURSE_SECRET", "")
+    if not secret:
+        try:
+            with open(os.path.join(root, SECRET_FILE), encoding="utf-8") as f:
+                secret = f.read().strip()
+        except OSError:
+            secret = ""
+    return hashlib.sha256(f"tas-term:{secret}".encode()).hexdigest()[:24] if secret else ""
+
+
 def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> None:
     """Fill a traitlets Config `c` with the course's nbgrader settings for course `root`."""
     root = os.path.abspath(root)
+    # this term's hidden cases (grading.term_seed): the trusted run and the kernels inherit it
+    key = term_key(root)
+    if key:
+        os.environ["TAS_TERM_SEED"] = key
+    else:
+        os.environ.pop("TAS_TERM_SEED", None)
     c.CourseDirectory.root = root
     c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.db_url = gradebook_url(root)

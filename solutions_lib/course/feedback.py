@@ -141,6 +141,33 @@ def _fragments(c: str, seen: str) -> set[str]:
 
 
 _LIMIT = 1 << 21  # characters of one output examined for encodings, bytes decompressed
+#: The screen's work per notebook (issue 26): bytes decompressed or decoded in all, and seconds.
+#: Past either, the outputs not yet screened are withheld (never shown unscreened, never a hang):
+#: a few KB of base64 bz2 can inflate to MiB each, and a notebook may hold thousands of them.
+NOTEBOOK_DECODE_BYTES = 32 << 20
+NOTEBOOK_SCREEN_SECONDS = 20.0
+OUTPUT_UNSCREENED = ("(output withheld by the grader: this notebook's outputs took more work to screen for "
+                     "the hidden tests than the grader spends on one notebook)\n")
+
+
+class ScreenBudget:
+    """Bytes and seconds the screen may still spend on one notebook."""
+
+    def __init__(self, nbytes: int = NOTEBOOK_DECODE_BYTES, seconds: float = NOTEBOOK_SCREEN_SECONDS):
+        import time
+        self.left, self.deadline, self._now = int(nbytes), time.monotonic() + float(seconds), time.monotonic
+
+    def spend(self, n: int) -> None:
+        self.left -= int(n)
+        if self.left < 0 or self._now() > self.deadline:
+            raise ScreenBudgetSpent()
+
+
+class ScreenBudgetSpent(Exception):
+    """The notebook's screening budget is spent."""
+
+
+
 
 
 def _strings(value) -> list[str]:
@@ -162,25 +189,32 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\x([0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})", one, text)
 
 
-def _inflate(raw: bytes) -> list[bytes]:
+def _inflate(raw: bytes, budget: "ScreenBudget | None" = None) -> list[bytes]:
     out = [raw]
     for make in (lambda: zlib.decompressobj(47), lambda: zlib.decompressobj(-15)):  # zlib/gzip, raw
         try:
             out.append(make().decompress(raw, _LIMIT))
         except zlib.error:
             pass
+        if budget is not None:
+            budget.spend(len(out[-1]))
     for mod in (bz2, lzma):
         try:
             d = mod.BZ2Decompressor() if mod is bz2 else mod.LZMADecompressor()
             out.append(d.decompress(raw, _LIMIT))
         except (OSError, EOFError, ValueError, lzma.LZMAError):
             pass
+        if budget is not None:
+            budget.spend(len(out[-1]))
     return [b for b in out if b]
 
 
-def decodings(text: str) -> list[str]:
-    """`text` and what a student could have encoded it as, each as a `canon` string."""
+def decodings(text: str, budget: "ScreenBudget | None" = None) -> list[str]:
+    """`text` and what a student could have encoded it as, each as a `canon` string. With a
+    `budget`, every byte decoded is charged to it (ScreenBudgetSpent when it runs out)."""
     text = text[:_LIMIT]
+    if budget is not None:
+        budget.spend(len(text))
     plain = canon(text)
     found = [plain, plain[::-1], codecs.encode(plain, "rot13"), canon(_unescape(text))]
     blobs = []
@@ -199,12 +233,14 @@ def decodings(text: str) -> list[str]:
         codes = [int(n) for n in re.findall(r"\d+", run)]
         found.append(canon("".join(chr(n) for n in codes if n < 0x110000)))
     for blob in blobs:
-        for raw in _inflate(blob):
+        if budget is not None:
+            budget.spend(len(blob))
+        for raw in _inflate(blob, budget):
             found.append(canon(raw.decode("utf-8", "ignore")))
     return found
 
 
-def reproduces(output, needles: list[str]) -> bool:
+def reproduces(output, needles: list[str], budget: "ScreenBudget | None" = None) -> bool:
     """Whether any string of `output` (data of every MIME type, text, error parts, metadata)
     holds one of `needles` (`canon` strings), directly or encoded."""
     if not needles:
@@ -212,7 +248,7 @@ def reproduces(output, needles: list[str]) -> bool:
     text = "\n".join(_strings({k: v for k, v in output.items() if k != "output_type"}))
     grams = {n for n in needles if len(n) == FRAGMENT}
     short = [n for n in needles if len(n) < FRAGMENT]
-    for h in decodings(text):
+    for h in decodings(text, budget):
         if any(n in h for n in short):
             return True
         if grams and any(h[i:i + FRAGMENT] in grams for i in range(len(h) - FRAGMENT + 1)):
@@ -220,9 +256,18 @@ def reproduces(output, needles: list[str]) -> bool:
     return False
 
 
-def screen_output(output, needles: list[str]):
-    """`output`, or a notice in its place when it reproduces a hidden line."""
-    if reproduces(output, needles):
+def screen_output(output, needles: list[str], budget: "ScreenBudget | None" = None):
+    """`output`, or a notice in its place when it reproduces a hidden line, or when the
+    notebook's screening `budget` ran out before it was screened."""
+    try:
+        if budget is not None and budget.left < 0:
+            raise ScreenBudgetSpent()
+        hit = reproduces(output, needles, budget)
+    except ScreenBudgetSpent:
+        if budget is not None:
+            budget.left = -1
+        return from_dict({"output_type": "stream", "name": "stdout", "text": OUTPUT_UNSCREENED})
+    if hit:
         return from_dict({"output_type": "stream", "name": "stdout", "text": OUTPUT_WITHHELD})
     return output
 
@@ -258,15 +303,18 @@ class HideHiddenTests(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         self._secrets = notebook_secrets(nb, resources)
+        self._budget = ScreenBudget()
         return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
         whole, code = getattr(self, "_secrets", ([], []))
+        if getattr(self, "_budget", None) is None:
+            self._budget = ScreenBudget()
         if cell.get("cell_type") != "code":
             return cell, resources
         if not is_test_cell(cell):
             if whole and cell.get("outputs"):
-                cell.outputs = [screen_output(o, whole) for o in cell.outputs]
+                cell.outputs = [screen_output(o, whole, self._budget) for o in cell.outputs]
             return cell, resources
         cell.source, hidden = hide_regions(cell.source, self.placeholder)
         outputs = []
@@ -274,8 +322,8 @@ class HideHiddenTests(NbGraderPreprocessor):
             if RECORD_MIME in o.get("data", {}):  # check records hold the hidden tests' values
                 continue
             if o.get("output_type") == "error":
-                outputs.append(screen_output(final_error(o, hidden), code))
+                outputs.append(screen_output(final_error(o, hidden), code, self._budget))
             elif not hidden:
-                outputs.append(screen_output(o, whole))
+                outputs.append(screen_output(o, whole, self._budget))
         cell.outputs = outputs
         return cell, resources

@@ -248,7 +248,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self.kernel_spec.interrupt_mode = "message"
         kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
         cwd = kw.get("cwd") or os.getcwd()
-        env = {k: v for k, v in (kw.get("env") or {}).items() if k.startswith(("JPY_SESSION", "NBGRADER_"))}
+        env = {k: v for k, v in (kw.get("env") or {}).items() if k.startswith(("JPY_SESSION", "NBGRADER_")) or k == "TAS_TERM_SEED"}
         scratch = None
         if self.use_scratch:
             # a fresh copy at every start (a restart begins again from the folder as nbgrader made it)

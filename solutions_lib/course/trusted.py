@@ -70,6 +70,7 @@ def fingerprint(source_nb: Path) -> str:
 
     h = hashlib.sha256()
     h.update(f"format {FORMAT}\n".encode())
+    h.update(f"term {os.environ.get('TAS_TERM_SEED', '')}\n".encode())   # a new term's secret: a new run
     h.update(Path(source_nb).read_bytes())
     h.update(_library_hash().encode())
     versions = [sys.version, numpy.__version__]
