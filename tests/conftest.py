@@ -19,6 +19,13 @@ ensure_tools_on_path()
 # The lab's CPU tests build CPU tensors: keep them on gloo even where CUDA has enough GPUs for
 # NCCL (the NCCL tests pass backend="nccl" themselves).
 os.environ.setdefault("TAS_LAB_BACKEND", "gloo")
+# Grading refuses to run unsandboxed unless told (issue 26): on a machine where the sandbox
+# cannot run, the suite opts out by name, as an instructor would; the sandbox's own tests skip
+# there, and tests/test_sandbox_default.py checks the refusal itself. CI has bubblewrap.
+from solutions_lib.course.sandbox import sandbox_available  # noqa: E402
+
+if not sandbox_available()[0]:
+    os.environ.setdefault("TAS_SANDBOX", "off")
 warnings.filterwarnings("ignore", module="nbgrader")
 warnings.filterwarnings("ignore", message=".*not in session.*")
 

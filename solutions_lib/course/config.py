@@ -92,6 +92,15 @@ def course_exchange(c, root: str) -> None:
 SECRET_FILE = ".course_secret"
 
 
+def refusal(mode: str, why: str) -> str:
+    """What autograde says when it will not grade without the sandbox."""
+    return (f"TAS_SANDBOX={mode}: the grading sandbox cannot run on this machine ({why}), and the course does "
+            "not grade students' code unsandboxed by default. Install bubblewrap (Debian/Ubuntu: "
+            "`apt-get install -y bubblewrap`; it needs unprivileged user namespaces) and check with "
+            "`python -m solutions_lib sandbox`, or grade without it on purpose with TAS_SANDBOX=off "
+            "(docs/THREAT_MODEL.md says what that gives up).")
+
+
 def term_key(root: str) -> str:
     """The hidden tests' seed key of course `root` (grading.term_seed): a digest of the course's
     secret, from $TAS_COURSE_SECRET or `<root>/.course_secret` (keep it out of git, release/ and
@@ -170,9 +179,11 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
     c.IntakeMixin.intake_max_file_bytes = MAX_SUBMISSION_FILE_BYTES
     c.SafeGenerateFeedback.intake_max_file_bytes = 0
     install_intake()
-    # Student kernels in a bubblewrap sandbox (sandbox.py). TAS_SANDBOX=on (the default) uses
-    # it when this machine can run it and warns when not; =required refuses to grade without
-    # it; =off grades in plain kernels (students' own machines need no sandbox).
+    # Student kernels in a bubblewrap sandbox (sandbox.py). Secure by default (issue 26):
+    # TAS_SANDBOX=on (the default) and =required grade only in the sandbox, and autograde refuses
+    # to start a kernel where it cannot run (CourseExecute.unsandboxed_refusal, with how to install
+    # bubblewrap or opt out); =off grades in plain kernels, by name (students' own machines, the
+    # self-check). Validate and generate_assignment never need the sandbox.
     mode = os.environ.get("TAS_SANDBOX", "on")
     if mode not in ("off", "on", "required"):
         raise ValueError(f"TAS_SANDBOX must be off, on or required, got {mode!r}")
@@ -182,8 +193,5 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
         ok, why = sandbox_available()
         if ok:
             enable_sandbox(c, root, file_bytes=KERNEL_FILE_BYTES)
-        elif mode == "required":
-            raise RuntimeError(f"TAS_SANDBOX=required, but the sandbox cannot run here: {why}")
         else:
-            import warnings
-            warnings.warn(f"TAS_SANDBOX=on, but the sandbox cannot run here ({why}); grading unsandboxed")
+            c.CourseExecute.unsandboxed_refusal = refusal(mode, why)

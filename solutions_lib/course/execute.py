@@ -21,7 +21,7 @@ import os
 from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer
+from traitlets import Bool, Integer, Unicode
 
 from .config import OUTPUT_CAP_BYTES
 
@@ -64,6 +64,10 @@ def _shorten_error(content: dict) -> None:
         content["traceback"] = ["[... traceback cut by the grader]"] + kept[::-1]
 
 
+class SandboxRefused(RuntimeError):
+    """Autograde will not run students' code without the sandbox (config.py: refusal)."""
+
+
 class CourseExecute(Execute):
     """nbgrader's Execute with a per-notebook output cap (see the module docstring).
 
@@ -76,11 +80,17 @@ class CourseExecute(Execute):
     cell_reserve_bytes = Integer(CELL_RESERVE_BYTES, config=True,
                                  help="Output bytes every cell may keep once the notebook's cap is spent.")
 
+    unsandboxed_refusal = Unicode("", config=True,
+                                  help="When set (config.py: TAS_SANDBOX on/required where the sandbox cannot "
+                                       "run), autograde refuses to start a kernel, with this message.")
+
     withhold_references = Bool(True, config=True,
                                help="During autograde, kernels import the view of solutions_lib with the "
                                     "reference answers withheld (withheld_view.py).")
 
     async def async_start_new_kernel(self, **kwargs):
+        if self.unsandboxed_refusal and os.environ.get("NBGRADER_EXECUTION") == "autograde":
+            raise SandboxRefused(self.unsandboxed_refusal)
         # Without the sandbox the view comes first on the kernel's PYTHONPATH (the sandbox binds
         # it over the package itself): the same tests see the same stand-ins either way.
         if self.withhold_references and os.environ.get("NBGRADER_EXECUTION") == "autograde" and "env" not in kwargs:

@@ -422,6 +422,13 @@ def autograde_class(root, assignment: str, students: list[str] | None = None, wo
         students = [s for s in students if shard_of(s, n) == k]
         if not students:
             return []
+    mode = os.environ.get("TAS_SANDBOX", "on")
+    if mode != "off":
+        from .config import refusal
+        from .sandbox import sandbox_available
+        ok, why = sandbox_available()
+        if not ok:
+            raise GradingSetupError(refusal(mode, why))
     workers = max(1, int(workers or os.cpu_count() or 1))
     db_url = prepare(root, assignment, students)
     longer = busy_timeout_url(db_url)
