@@ -135,7 +135,7 @@ def test_sweeps_return_one_finite_pair_per_point():
 
 # ---------------------------------------------------------------- the scripted clock of the notebook's tests
 
-from solutions_lib.dist.probes_comm_bound import DP_SCRIPT, TP_SCRIPT, ScriptedClock, expected  # noqa: E402
+from solutions_lib.dist.probes_comm_bound import DP_SCRIPT, TP_SCRIPT, ScriptedClock, expected, scaled  # noqa: E402
 
 
 def _issue_harness(net, x, repeats):
@@ -177,6 +177,7 @@ def _scripted_tp_rank(rank, world):
 
 def test_scripted_clock_gives_the_script_medians_and_catches_the_issue_harness():
     want, r = expected(DP_SCRIPT), DP_SCRIPT["repeats"]
+    assert expected(scaled(DP_SCRIPT, 2.0))["compute_s"] == pytest.approx(2 * want["compute_s"])
     # the script separates the right answer from each slip
     assert len({want["compute_s"], want["compute_mean"], want["compute_with_warmup"]}) == 3
     assert len({want["comm_s"], want["comm_mean"], want["comm_with_warmup"]}) == 3
