@@ -1,0 +1,14 @@
+# loses: step_decay_tests_validation
+# why: no argument checks (step_size = 0 divides by zero, gamma <= 0 accepted)
+def step_decay(step, base_lr, step_size, gamma):
+    """base_lr * gamma ** (step // step_size) at the 0-based optimizer step `step`."""
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    return base_lr * gamma ** (step // step_size)
+
+
+steps_per_epoch = 5005
+last_step = 90 * steps_per_epoch - 1
+resnet_last_lr = step_decay(last_step, 0.1, 30 * steps_per_epoch, 0.1)
+resnet_decays = last_step // (30 * steps_per_epoch)
+print(f"last step uses lr = {resnet_last_lr:.3g} after {resnet_decays} decays")
