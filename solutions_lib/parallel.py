@@ -872,10 +872,15 @@ def layer_comm_bytes(axis, batch, seq_len, hidden, degree, bytes_per_element=2, 
 
     "tp" (Megatron, Shoeybi et al. 2019): 4 all-reduces of b s h e (2 forward, 2 backward):
         8 (t-1)/t b s h e.
-    "sp" (Korthikanti et al. 2022): each all-reduce becomes a reduce-scatter + all-gather of the
-        same buffer, 4 of each: 8 (t-1)/t b s h e as well (activations shrink by t, the traffic
-        does not). An implementation that keeps only the sequence shard of a matmul's input and
-        all-gathers it again in the backward (as 11's exercises 1 do) sends 2 (t-1)/t b s h e more.
+    "sp" (Korthikanti et al. 2022), the memory-optimal form that `layout_memory_per_rank`'s
+        34/t activations assume: each all-reduce becomes a reduce-scatter + all-gather of the same
+        buffer (4 of each), and because each column-parallel matmul keeps only the sequence shard
+        of its input for the backward, it all-gathers that input once more there (2 more per
+        layer): 6 all-gathers + 4 reduce-scatters, 10 (t-1)/t b s h e, 25% more bytes than TP
+        (the course's `dist.tensor_parallel` block, `tp_comm_calls_per_step`; Megatron-LM
+        overlaps the extra all-gathers with the data-gradient matmuls, so `layout_step_time`
+        charges SP the exposed time of TP). The 4 + 4 form (8 (t-1)/t, exercises 1's block) saves
+        the gathered inputs whole: s b h (4 + 30/t) activations, not 34/t.
     "pp" (Narayanan et al. 2021): an interior stage sends the activation b s h e forward and the
         gradient b s h e backward at each micro-batch: 2 b s h e (charged to the boundary layer).
     "cp" (ring attention, Liu et al. 2023): chunk = b (s/c) h_kv e of K (and one of V); forward
@@ -890,8 +895,10 @@ def layer_comm_bytes(axis, batch, seq_len, hidden, degree, bytes_per_element=2, 
     hk = h if kv_hidden is None else _int("kv_hidden", kv_hidden)
     if n == 1:
         return 0.0
-    if axis in ("tp", "sp"):
+    if axis == "tp":
         return 8 * (n - 1) / n * b * s * h * e
+    if axis == "sp":
+        return 10 * (n - 1) / n * b * s * h * e
     if axis == "pp":
         return 2.0 * b * s * h * e
     if s % n:
@@ -977,19 +984,50 @@ def _ring_allreduce(n, nbytes, link) -> float:
     return 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / bw
 
 
-def layout_step_time(layout, model, cluster) -> dict:
+def _half_ring(n, nbytes, link) -> float:
+    """A ring reduce-scatter or all-gather: (n-1) alpha + (n-1)/n S / bandwidth."""
+    alpha, bw = link
+    return (n - 1) * alpha + (n - 1) / n * nbytes / bw
+
+
+def _dp_time(d, m, z, nbytes, link, reshard_after_forward=True) -> float:
+    """Seconds of data-parallel traffic per step for ZeRO stage z, m micro-batches, `nbytes` of
+    16-bit gradients (= 16-bit weights) per rank; see `layout_step_time`."""
+    if d == 1:
+        return 0.0
+    half = _half_ring(d, nbytes, link)
+    if z <= 1:
+        return 2 * half                                   # one all-reduce after the flush
+    if z == 2:
+        return m * half + half                            # reduce-scatter per micro-batch + one all-gather
+    return m * (half + half + (half if reshard_after_forward else 0.0))   # gather(s) + reduce-scatter per micro-batch
+
+
+def layout_step_time(layout, model, cluster, reshard_after_forward=True) -> dict:
     """Seconds of one optimizer step of a (dp, tp, pp) layout (cp must be 1): {"compute", "tp",
     "pp", "bubble", "dp", "total"}, total = the sum of the other five.
 
     With l = L/p layers per stage, m = B/(d b) micro-batches, T = b s tokens per micro-batch,
     e = 2 bytes and AR(n, S, link) = 2 (n-1) alpha + 2 (n-1)/n S / bandwidth (ring all-reduce):
       compute per micro-batch and stage  t_c  = 72 h^2 l T / (t F)          (6 x 12 h^2 FLOPs/token)
-      tensor parallel                    t_tp = 4 l AR(t, T h e, intra)      (exposed; SP: same time)
+      tensor parallel                    t_tp = 4 l AR(t, T h e, intra)      (exposed; SP: same time,
+                                                its 2 extra all-gathers overlap the dgrad matmuls)
       pipeline send/recv                 t_pp = 2 (alpha + T h e / bandwidth) if p > 1,
                                                 inter-node unless the whole job is one node
       one slot                           t_c + t_tp + t_pp; the 1F1B step runs m + p - 1 slots
-      data parallel (after the flush)    AR(d, 12 h^2 l e / t, link), x 1.5 for ZeRO-3,
-                                                intra-node iff G % (t d) == 0
+      data parallel                      with S = 12 h^2 l e / t and H(d, S) = (d-1) alpha + (d-1)/d S / bw
+                                         (a ring reduce-scatter or all-gather), on the intra-node link
+                                         iff G % (t d) == 0:
+                                           ZeRO-0/1: 2 H = AR(d, S), once per step (gradients
+                                             accumulate whole over the micro-batches);
+                                           ZeRO-2: m H + H: the gradient is sharded, so every
+                                             micro-batch's backward reduce-scatters it; the updated
+                                             weights are all-gathered once per step;
+                                           ZeRO-3: m (2 H + H) with `reshard_after_forward` (all-gather
+                                             the weights for the forward, again for the backward,
+                                             reduce-scatter the gradient), m (H + H) without (the
+                                             gathered weights are kept from forward to backward,
+                                             as Llama 3 does; `best_layout` then counts 2 P_r bytes more)
     so compute = m t_c, tp = m t_tp, pp = m t_pp, bubble = (p-1)(t_c + t_tp + t_pp) and
     total = (m + p - 1)(t_c + t_tp + t_pp) + t_dp. tp must divide G (a TP group stays in a node)
     and d t p must equal N. Nothing overlaps except what the pipeline overlaps: a pessimistic
@@ -1010,8 +1048,10 @@ def layout_step_time(layout, model, cluster) -> dict:
     t_tp = 4 * l * _ring_allreduce(t, T * h * e, intra) if t > 1 else 0.0
     pp_link = intra if N <= G else inter
     t_pp = 2 * (pp_link[0] + T * h * e / pp_link[1]) if p > 1 else 0.0
+    if not isinstance(reshard_after_forward, bool):
+        raise ValueError(f"reshard_after_forward must be True or False, got {reshard_after_forward!r}")
     dp_link = intra if G % (t * d) == 0 else inter
-    t_dp = _ring_allreduce(d, 12.0 * h * h * l * e / t, dp_link) * (1.5 if z == 3 else 1.0) if d > 1 else 0.0
+    t_dp = _dp_time(d, m, z, 12.0 * h * h * l * e / t, dp_link, reshard_after_forward)
     slot = t_c + t_tp + t_pp
     return {"compute": m * t_c, "tp": m * t_tp, "pp": m * t_pp, "bubble": (p - 1) * slot, "dp": t_dp,
             "total": (m + p - 1) * slot + t_dp}
@@ -1037,11 +1077,13 @@ def candidate_layouts(model, cluster, zero=1, sp=True) -> list[dict]:
     return out
 
 
-def best_layout(model, cluster, zero=1, sp=True):
+def best_layout(model, cluster, zero=1, sp=True, reshard_after_forward=True):
     """The fastest layout that fits: among `candidate_layouts`, those whose
-    `layout_memory_per_rank` total is <= cluster["memory"], the one with the smallest
-    `layout_step_time` total (exact ties: the smaller tp, then the smaller pp). None when no
-    layout fits. Returns a `make_layout` dict.
+    `layout_memory_per_rank` total (plus the stage's gathered 16-bit weights, 2 P_r bytes with
+    P_r = 12 h^2 (L/p) / t, when zero = 3 keeps them from forward to backward,
+    `reshard_after_forward=False`) is <= cluster["memory"], the one with the smallest
+    `layout_step_time(..., reshard_after_forward=...)` total (exact ties: the smaller tp, then
+    the smaller pp). None when no layout fits. Returns a `make_layout` dict.
 
     The model behind it is the one of Narayanan et al. 2021 (sec. 3): TP within a node (its
     all-reduces sit on the critical path, so they need NVLink), PP across nodes (point to point,
@@ -1052,12 +1094,16 @@ def best_layout(model, cluster, zero=1, sp=True):
         raise ValueError(f"zero must be 0, 1, 2 or 3, got {z!r}")
     if not isinstance(sp, bool):
         raise ValueError(f"sp must be True or False, got {sp!r}")
+    if not isinstance(reshard_after_forward, bool):
+        raise ValueError(f"reshard_after_forward must be True or False, got {reshard_after_forward!r}")
     _, _, _, M, _, _ = _cluster(cluster)
+    L, h = model["layers"], model["hidden"]
     best, key = None, None
     for lay in candidate_layouts(model, cluster, zero, sp):
-        if layout_memory_per_rank(lay, model)["total"] > M:
+        held = 2.0 * 12 * h * h * (L // lay["pp"]) / lay["tp"] if (z == 3 and not reshard_after_forward) else 0.0
+        if layout_memory_per_rank(lay, model)["total"] + held > M:
             continue
-        k = (layout_step_time(lay, model, cluster)["total"], lay["tp"], lay["pp"])
+        k = (layout_step_time(lay, model, cluster, reshard_after_forward)["total"], lay["tp"], lay["pp"])
         if key is None or k < key:
             best, key = lay, k
     return best

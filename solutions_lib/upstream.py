@@ -221,8 +221,9 @@ def layout_memory_per_rank(layout, model):
     return {"states": states, "activations": acts, "total": states + acts}
 
 
-def layout_step_time(layout, model, cluster):
-    """Seconds of one step of a (dp, tp, pp) layout, {"compute", "tp", "pp", "bubble", "dp", "total"} (11 theory, 3)."""
+def layout_step_time(layout, model, cluster, reshard_after_forward=True):
+    """Seconds of one step of a (dp, tp, pp) layout, {"compute", "tp", "pp", "bubble", "dp", "total"} (11 theory, 3).
+    ZeRO-2/3 traffic per micro-batch; `reshard_after_forward` (ZeRO-3): all-gather again for the backward."""
     L, h, s, B, b = (model[k] for k in ("layers", "hidden", "seq_len", "global_batch", "micro_batch"))
     d, t, p = layout["dp"], layout["tp"], layout["pp"]
     N, G, F = cluster["n_gpus"], cluster["gpus_per_node"], cluster["flops"]
@@ -237,7 +238,10 @@ def layout_step_time(layout, model, cluster):
     pl = intra if N <= G else inter
     t_pp = 2 * (pl[0] + T * h * 2.0 / pl[1]) if p > 1 else 0.0
     dl = intra if G % (t * d) == 0 else inter
-    t_dp = allreduce(d, 12.0 * h * h * l * 2.0 / t, dl) * (1.5 if layout["zero"] == 3 else 1.0) if d > 1 else 0.0
+    half = allreduce(d, 12.0 * h * h * l * 2.0 / t, dl) / 2       # a reduce-scatter or an all-gather
+    z = layout["zero"]
+    t_dp = 0.0 if d == 1 else 2 * half if z <= 1 else (m + 1) * half if z == 2 else \
+        m * (3 if reshard_after_forward else 2) * half
     slot = t_c + t_tp + t_pp
     return {"compute": m * t_c, "tp": m * t_tp, "pp": m * t_pp, "bubble": (p - 1) * slot, "dp": t_dp,
             "total": (m + p - 1) * slot + t_dp}

@@ -393,11 +393,12 @@ def test_layer_comm_bytes_against_the_lab_formulas():
         e = 2
         tp = P.layer_comm_bytes("tp", b, s, h, n, e)
         assert tp == pytest.approx(P.tp_comm_bytes_per_layer(b, s, h, n, e, measure="wire"), rel=1e-12)
-        # SP: 4 reduce-scatters + 4 all-gathers of b s h e; the lab's block gathers once more in the backward
+        # memory-optimal SP (the 34/t activations): 4 reduce-scatters + 6 all-gathers of b s h e, as the
+        # course's block measures (it gathers the column-parallel inputs again in the backward): 25% over TP
         lab = tp_comm_bytes_per_step(b, s, h, 1, n, sequence_parallel=True, bytes_per_element=e, grad_sync=False)
         lab_wire = (n - 1) / n * (lab["all_gather_into_tensor"] + lab["reduce_scatter_tensor"])
-        assert P.layer_comm_bytes("sp", b, s, h, n, e) == pytest.approx(lab_wire - 2 * (n - 1) / n * b * s * h * e, rel=1e-12)
-        assert P.layer_comm_bytes("sp", b, s, h, n, e) == pytest.approx(tp, rel=1e-12)
+        assert P.layer_comm_bytes("sp", b, s, h, n, e) == pytest.approx(lab_wire, rel=1e-12)
+        assert P.layer_comm_bytes("sp", b, s, h, n, e) == pytest.approx(1.25 * tp, rel=1e-12)
         assert P.layer_comm_bytes("pp", b, s, h, n, e) == pipeline_p2p_bytes(1, 3, 1, b * s * h, e)["send"]
         for hk in (h, h // 4):
             if s % n == 0:
@@ -456,15 +457,52 @@ def test_layout_step_time_against_the_commbound_closed_forms():
         pp = P.pp_comm_compute_times(T, h, l, *link, F)[0] if p > 1 else 0.0
         assert got["pp"] == pytest.approx(m * pp, rel=1e-12)
         dlink = cluster["intra"] if G % (t * d) == 0 else cluster["inter"]
-        dp = C.ring_allreduce_time(d, 12 * h * h * l * 2 / t, *dlink) * (1.5 if lay["zero"] == 3 else 1) if d > 1 else 0.0
+        S = 12 * h * h * l * 2 / t
+        rs, ag = C.reduce_scatter_time(d, S, *dlink), C.all_gather_time(d, S, *dlink)
+        z = lay["zero"]
+        dp = 0.0 if d == 1 else C.ring_allreduce_time(d, S, *dlink) if z <= 1 else m * rs + ag if z == 2 else m * (2 * ag + rs)
         assert got["dp"] == pytest.approx(dp, rel=1e-12, abs=1e-18)
+        kept = P.layout_step_time(lay, model, cluster, reshard_after_forward=False)
+        assert kept["dp"] == pytest.approx(m * (ag + rs) if (z == 3 and d > 1) else dp, rel=1e-12, abs=1e-18)
+        assert U.layout_step_time(lay, model, cluster, reshard_after_forward=False) == pytest.approx(kept, rel=1e-12, abs=1e-18)
         # the bubble share of the pipelined part is the 1F1B idle fraction
         assert got["bubble"] / (got["total"] - got["dp"]) == pytest.approx(P.pipeline_bubble_fraction(p, m, "1f1b"), rel=1e-9)
         assert got["total"] == pytest.approx(sum(v for k, v in got.items() if k != "total"), rel=1e-12)
         assert U.layout_step_time(lay, model, cluster) == pytest.approx(got, rel=1e-12, abs=1e-18)
 
 
-def _brute_force_best(model, cluster, zero):
+def test_sharded_dp_traffic_is_charged_per_micro_batch():
+    """Issue 27 item 2: ZeRO-2 reduce-scatters every micro-batch's gradient, ZeRO-3 also gathers the
+    weights per micro-batch (twice unless they are kept from forward to backward). 13B on PCIE_ETH:
+    the ZeRO-1 pick (8, 1, 4) takes 8.97 s; with ZeRO-3 the same layout takes 74.4 s (9.3 s when
+    its traffic was charged once per step), and the planner's ZeRO-3 pick moves to (1, 4, 8)."""
+    m13 = dict(layers=40, hidden=5120, heads=40, seq_len=2048, global_batch=512, micro_batch=1)
+    pcie = dict(n_gpus=32, gpus_per_node=8, flops=400e12, memory=80e9, intra=(10e-6, 16e9), inter=(30e-6, 12.5e9 / 8))
+    t1 = P.layout_step_time(P.make_layout(8, 1, 4, 1, 1, True), m13, pcie)
+    t3 = P.layout_step_time(P.make_layout(8, 1, 4, 1, 3, True), m13, pcie)
+    assert t1["total"] == pytest.approx(8.97, abs=0.01)
+    assert t3["total"] == pytest.approx(74.35, abs=0.01) and t3["dp"] == pytest.approx(66.07, abs=0.01)
+    m = 512 // 8
+    assert t3["dp"] / t1["dp"] == pytest.approx(3 * m / 2, rel=1e-12)
+    t2 = P.layout_step_time(P.make_layout(8, 1, 4, 1, 2, True), m13, pcie)
+    assert t2["dp"] / t1["dp"] == pytest.approx((m + 1) / 2, rel=1e-12)
+    kept = P.layout_step_time(P.make_layout(8, 1, 4, 1, 3, True), m13, pcie, reshard_after_forward=False)
+    assert kept["dp"] / t1["dp"] == pytest.approx(m, rel=1e-12)
+    best = P.best_layout(m13, pcie, zero=3)
+    assert (best["dp"], best["tp"], best["pp"]) == (1, 4, 8)
+    assert P.best_layout(m13, pcie, zero=1) == P.make_layout(8, 1, 4, 1, 1, True)
+    # keeping the weights gathered costs 2 P_r bytes: on a 16 GB card fewer layouts fit
+    small = dict(pcie, memory=16e9)
+    for lay in P.candidate_layouts(m13, small, zero=3):
+        held = 2 * 12 * 5120 ** 2 * (40 // lay["pp"]) / lay["tp"]
+        fits = P.layout_memory_per_rank(lay, m13)["total"] + held <= 16e9
+        if not fits:
+            assert P.best_layout(m13, small, zero=3, reshard_after_forward=False) != lay
+    with pytest.raises(ValueError):
+        P.layout_step_time(P.make_layout(8, 1, 4, 1, 3, True), m13, pcie, reshard_after_forward="no")
+
+
+def _brute_force_best(model, cluster, zero, reshard_after_forward=True):
     L, h, a, s, B, b = (model[k] for k in ("layers", "hidden", "heads", "seq_len", "global_batch", "micro_batch"))
     N, G = cluster["n_gpus"], cluster["gpus_per_node"]
     best = None
@@ -476,9 +514,10 @@ def _brute_force_best(model, cluster, zero):
             if G % t or a % t or L % p or B % (d * b):
                 continue
             lay = P.make_layout(d, t, p, 1, zero, True)
-            if P.layout_memory_per_rank(lay, model)["total"] > cluster["memory"]:
+            held = 2 * 12 * h * h * (L // p) / t if zero == 3 and not reshard_after_forward else 0
+            if P.layout_memory_per_rank(lay, model)["total"] + held > cluster["memory"]:
                 continue
-            key = (P.layout_step_time(lay, model, cluster)["total"], t, p)
+            key = (P.layout_step_time(lay, model, cluster, reshard_after_forward)["total"], t, p)
             if best is None or key < best[0]:
                 best = (key, lay)
     return None if best is None else best[1]
@@ -489,9 +528,9 @@ def test_best_layout_equals_brute_force():
     found = none = 0
     for _ in range(120):
         model, cluster = _random_case(rng)
-        z = int(rng.integers(0, 4))
-        got = P.best_layout(model, cluster, zero=z)
-        assert got == _brute_force_best(model, cluster, z)
+        z, keep = int(rng.integers(0, 4)), bool(rng.integers(0, 2))
+        got = P.best_layout(model, cluster, zero=z, reshard_after_forward=not keep)
+        assert got == _brute_force_best(model, cluster, z, not keep)
         found += got is not None
         none += got is None
     assert found > 40 and none > 5
