@@ -1,0 +1,15 @@
+# loses: straggler_tests
+# why: slowdown divided by t_base instead of the one-rank expectation t_base + tau
+def expected_step_time(t_base, mean_delay, n):
+    """t_base + mean_delay * H_n: expected max of n ranks with exponential delays."""
+    if n < 1 or int(n) != n:
+        raise ValueError(f"n must be a whole number of ranks >= 1, got {n}")
+    if t_base < 0 or mean_delay < 0:
+        raise ValueError("t_base and mean_delay must be >= 0")
+    harmonic = sum(1.0 / k for k in range(1, int(n) + 1))
+    return t_base + mean_delay * harmonic
+
+
+slowdown_1024 = expected_step_time(0.200, 0.005, 1024) / 0.200
+step_one_slow = max([0.200] * 1023 + [0.230])
+print(f"slowdown at 1024 ranks: {slowdown_1024:.4f}; one slow rank: step = {step_one_slow * 1e3:.0f} ms")
