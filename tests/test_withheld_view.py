@@ -81,3 +81,25 @@ def test_inside_the_sandbox_the_real_sources_are_not_there(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     kind, has_source, path = p.stdout.split()
     assert kind == "Withheld" and has_source == "False" and path.startswith(_package_dir())
+
+
+def test_the_view_lives_in_a_private_folder(tmp_path, monkeypatch):
+    """Issue 26: the shared view folder in /tmp was reused without an owner check; now it lives in
+    `tas-<uid>` (0700), and a folder there that is not private is refused."""
+    import os
+
+    from solutions_lib.course import withheld_view as wv
+
+    monkeypatch.setattr(wv.tempfile, "gettempdir", lambda: str(tmp_path))
+    d = wv.private_temp()
+    assert d.name == f"tas-{os.getuid()}" and oct(d.stat().st_mode & 0o777) == "0o700"
+    os.chmod(d, 0o777)
+    import pytest
+    with pytest.raises(RuntimeError, match="not a private folder"):
+        wv.private_temp()
+    os.chmod(d, 0o700)
+    (tmp_path / "elsewhere").mkdir()
+    d.rmdir()
+    d.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(RuntimeError, match="not a private folder"):
+        wv.private_temp()

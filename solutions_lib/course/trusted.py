@@ -16,7 +16,9 @@ a solution that fails its own tests is the instructor's bug and stops grading wi
 Cost: one execution per notebook, cached by a fingerprint of the source notebook, the
 `solutions_lib` sources and the Python/numpy/torch versions, in `$TAS_TRUSTED_CACHE`
 (default `~/.cache/training-at-scale/trusted`, mode 0700), shared by the course, the
-self-check and parallel graders (a file lock makes one of them run it, the others wait).
+self-check and parallel graders (a file lock makes one of them run it, the others wait). Each
+entry carries an HMAC with the grader's key (`trusted.key`, 0600, beside the cache): an entry
+changed by anyone else stops grading with a message (issue 26).
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ from pathlib import Path
 from ..grading import RECORD_MIME
 
 #: Bumped when the records' meaning changes, so old caches are not reused.
-FORMAT = 2
+FORMAT = 3
+KEY_FILE = "trusted.key"
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
@@ -49,6 +52,55 @@ def cache_dir() -> Path:
     except OSError:
         pass
     return d
+
+
+def _key() -> bytes:
+    """The grader's key for the cache entries' HMAC: 32 random bytes in a 0600 file beside the
+    cache (`$TAS_TRUSTED_CACHE/../trusted.key`), made on first use. A sandboxed kernel sees
+    neither this file nor the cache (private $HOME, course root hidden)."""
+    d = cache_dir().parent
+    path = d / KEY_FILE
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        key = b""
+    if len(key) != 32:
+        fd = os.open(str(path) + f".{os.getpid()}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+        try:
+            os.link(str(path) + f".{os.getpid()}", path)     # first writer wins
+        except FileExistsError:
+            pass
+        os.unlink(str(path) + f".{os.getpid()}")
+        key = path.read_bytes()
+    st = os.stat(path)
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise TrustedRunError(f"{path}: the trusted cache's key must be the grader's own file, mode 0600")
+    return key
+
+
+def _mac(entry: dict) -> str:
+    import hmac
+    return hmac.new(_key(), json.dumps(entry, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+
+
+def _read_entry(path: Path) -> dict | None:
+    """The cache entry at `path`: None when absent or of an older format (run again);
+    TrustedRunError when its HMAC does not match (changed after the grader wrote it)."""
+    import hmac
+    try:
+        wrapped = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(wrapped, dict) or wrapped.get("format") != FORMAT:
+        return None
+    entry, mac = wrapped.get("entry"), wrapped.get("mac")
+    if not isinstance(entry, dict) or not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(entry)):
+        raise TrustedRunError(f"{path}: this trusted-run cache entry was changed after the grader wrote it; "
+                              "grading stops (delete the file to run the instructor's solution again, and find out "
+                              "who could write to the cache)")
+    return entry
 
 
 _LIB_HASH: str | None = None
@@ -164,13 +216,9 @@ def trusted_records(source_nb: Path, timeout: int = 60) -> dict:
     path = d / f"{key}.json"
     with open(d / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.is_file():
-            try:
-                entry = json.loads(path.read_text())
-                if entry.get("format") == FORMAT:
-                    return entry
-            except (OSError, ValueError):
-                pass
+        entry = _read_entry(path)
+        if entry is not None:
+            return entry
         tmp = d / f"{key}.{os.getpid()}.tmp"
         limit = max(int(timeout) * TRUSTED_TIMEOUT_FACTOR, TRUSTED_MIN_TIMEOUT_S)
         for attempt in range(2):
@@ -182,9 +230,11 @@ def trusted_records(source_nb: Path, timeout: int = 60) -> dict:
         if p.returncode != 0 or not tmp.is_file():
             tmp.unlink(missing_ok=True)
             raise TrustedRunError(f"the trusted run of {source_nb} failed:\n{p.stderr[-3000:]}")
+        entry = json.loads(tmp.read_text())
+        tmp.write_text(json.dumps({"format": FORMAT, "entry": entry, "mac": _mac(entry)}))
         os.replace(tmp, path)
         _prune(d)
-        return json.loads(path.read_text())
+        return entry
 
 
 def _prune(d: Path, days: float = 30.0) -> None:

@@ -129,9 +129,28 @@ def _package_hash() -> str:
     return h.hexdigest()[:24]
 
 
+def private_temp() -> Path:
+    """The grader's own folder in the temporary directory (`tas-<uid>`, mode 0700), made on
+    first use: a folder there that another user made first (with a forged view in it) is refused,
+    not reused (issue 26)."""
+    import stat
+
+    d = Path(tempfile.gettempdir()) / f"tas-{os.getuid()}"
+    try:
+        d.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise RuntimeError(f"{d} is not a private folder of this user (owner uid {st.st_uid}, mode "
+                           f"{oct(st.st_mode & 0o777)}): the grader will not use it. Remove it, or set TMPDIR "
+                           "to a folder of your own.")
+    return d
+
+
 def build_view(dest_root: str | os.PathLike | None = None) -> Path:
     """The view's `solutions_lib` folder (built once per package version; returns its path)."""
-    base = Path(dest_root or tempfile.gettempdir()) / f"tas-view-{_package_hash()}"
+    base = Path(dest_root or private_temp()) / f"tas-view-{_package_hash()}"
     base.parent.mkdir(parents=True, exist_ok=True)
     pkg = base / "solutions_lib"
     if (base / "ready").is_file():
