@@ -66,6 +66,10 @@ def test_report_rows_for_solved_blank_crashed_flagged_and_missing(fixture_course
     assert s["crashed"]["failed_to_run"] == "exercises.ipynb;theory.ipynb"
     assert s["absent"]["status"] == "missing"
     assert (s["flagged"]["flags"], s["flagged"]["flag_rules"]) == ("1", "ipython_hook")
+    # how the kernels ran (issue 26): the suite grades in the sandbox where it can run, else opted out
+    import os
+    expect = "plain kernel (TAS_SANDBOX=off)" if os.environ.get("TAS_SANDBOX") == "off" else "sandbox"
+    assert s["solved"]["graded_in"] == expect and s["crashed"]["graded_in"] == ""
 
     by_student = {}
     for f in flags:

@@ -326,13 +326,14 @@ def cell_text(res) -> tuple[str, list[str]]:
 def table(root: Path, names: dict[str, tuple[str, ...] | None], flags: dict[tuple[str, str], set[str]] | None = None) -> str:
     """One row per student and assignment; the notes column wraps within WIDTH columns.
     `flags`: {(student, assignment): scanner rules found}."""
-    rows, details = [], []
+    rows, details, how = [], [], set()
     for student in STUDENTS:
         for a in names:
             res = read_results(root, a, student)
             if names[a] is not None:  # the sample's notebooks of this assignment
                 res.notebooks = [n for n in res.notebooks if n.name.removesuffix(".ipynb") in names[a]]
             pts, notes = cell_text(res)
+            how.update(n.graded_in for n in res.notebooks if n.graded_in)
             for n in res.failed:
                 details.append(f"{student} {a}/{n.name}: {' '.join(str(n.detail).split())[:240]}")
             if flags and flags.get((student, a)):
@@ -357,6 +358,7 @@ def table(root: Path, names: dict[str, tuple[str, ...] | None], flags: dict[tupl
     if flags:
         legend += (" 'FLAGGED': the scanner found code to review by hand in that student's submissions "
                    "(flags.csv); the grade is unchanged.")
+    legend += " Kernels: " + (", ".join(sorted(how)) or "none ran") + "."
     out = "\n".join(lines) + "\n\n" + textwrap.fill(legend, WIDTH)
     if details:
         out += "\n\nNot graded:\n" + "\n".join(textwrap.fill(d, WIDTH, initial_indent="  ", subsequent_indent="    ")

@@ -128,6 +128,7 @@ class NotebookResult:
     status: str                   # "graded", "failed" (did not run to the end), "missing"
     cells: list[CellResult] = field(default_factory=list)
     detail: str = ""
+    graded_in: str = ""           # "sandbox" or "plain kernel (TAS_SANDBOX=off)"; "" when not graded
 
     def score(self, kind: str | None = None) -> float:
         return sum(c.points or 0.0 for c in self.cells if kind in (None, c.kind))
@@ -217,7 +218,8 @@ def read_results(root: Path, assignment: str, student: str) -> AssignmentResult:
                 pts = None if grade.needs_manual_grade else float(grade.score)
                 msgs = error_messages(cell) if (cell is not None and kind == "tests") else []
                 cells.append(CellResult(grade.name, pts, float(grade.max_score), kind, msgs))
-            notebooks.append(NotebookResult(name, "graded", cells))
+            how = ((graded_nb.metadata.get("tas") or {}).get("graded_in") or "unknown (graded before this version)")
+            notebooks.append(NotebookResult(name, "graded", cells, graded_in=str(how)[:60]))
     return AssignmentResult(assignment, student, notebooks)
 
 

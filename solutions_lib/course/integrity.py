@@ -332,6 +332,10 @@ def _preprocessor_class():
             timeout = int((self.config.get("Execute", {}) or {}).get("timeout", 60) or 60)
             entry = trusted_records(source_notebook(self.config, resources), timeout=timeout)
             decide_notebook(nb, entry)
+            # how the kernel ran, for the grade report and the demo's table (issue 26): grading
+            # refuses to run unsandboxed unless TAS_SANDBOX=off (config.py), so off means plain
+            mode = os.environ.get("TAS_SANDBOX", "on")
+            nb.metadata["tas"] = {"graded_in": "plain kernel (TAS_SANDBOX=off)" if mode == "off" else "sandbox"}
             return nb, resources
 
     return DecideTestCells

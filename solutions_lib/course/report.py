@@ -32,7 +32,7 @@ from .scanner import Finding, scan_file
 QUESTION_FIELDS = ["student", "assignment", "notebook", "grade_id", "kind", "points", "max_points", "status",
                    "flags", "detail"]
 STUDENT_FIELDS = ["student", "assignment", "status", "points", "max_points", "failed_to_run", "missing",
-                  "manual_pending_points", "flags", "flag_rules"]
+                  "manual_pending_points", "flags", "flag_rules", "graded_in"]
 FLAG_FIELDS = ["student", "assignment", "notebook", "cell", "line", "rule", "snippet"]
 
 
@@ -179,7 +179,8 @@ def build_report(root: Path, students: list[str] | None = None, assignments: lis
                 "points": _fmt(points) if ran else "", "max_points": _fmt(max_points),
                 "failed_to_run": ";".join(failed), "missing": ";".join(missing),
                 "manual_pending_points": _fmt(manual), "flags": len(all_flags),
-                "flag_rules": ";".join(sorted({f.rule for f in all_flags}))})
+                "flag_rules": ";".join(sorted({f.rule for f in all_flags})),
+                "graded_in": ";".join(sorted({r.graded_in for r in by_nb.values() if r and r.graded_in}))})
     return rep
 
 
