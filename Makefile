@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 # pytest workers: the suite is sized for 2 cores.
 JOBS   ?= 2
 
-.PHONY: demo demo-all test lab release fmt coverage check venv clean
+.PHONY: demo demo-all test lab student-kit release fmt coverage check venv clean
 
 venv: $(VENV)/.installed
 
@@ -33,9 +33,14 @@ demo-all: venv
 test: venv
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
 
-## JupyterLab on the student notebooks (release/)
+## JupyterLab on the student notebooks (release/); extra arguments: make lab ARGS="--allow-root --ip=0.0.0.0"
+ARGS ?=
 lab: venv
-	$(PY) -m jupyter lab --notebook-dir=release
+	$(PY) -m jupyter lab --notebook-dir=release $(ARGS)
+
+## the student edition of the kit (no reference answers): a wheel in dist/student/
+student-kit: venv
+	$(PY) -m solutions_lib student-kit dist/student
 
 ## rebuild release/ from source/ (always --force: a stale release is a bug)
 release: venv
