@@ -78,49 +78,66 @@ def _normal(x):
     return json.loads(json.dumps(x, allow_nan=True))
 
 
-def _redo_one(call) -> object:
-    import importlib
+#: Limits of a grader-side recomputation (issue 26): the kernel chooses its arguments (its own
+#: measurement), so it runs in a child process with a time and memory bound, and only a
+#: reference that the test cell's own (trusted) source names may be called.
+REDO_SECONDS = 30
+REDO_MEMORY_BYTES = 2 << 30
+REDO_DATA_BYTES = 8 << 20
+
+
+def _names_in(source: str) -> set[str]:
+    """The withheld references that a test cell's source names (`ref.fit_alpha_beta(...)`)."""
+    import re
 
     from .withheld_view import withheld_names
-    from ..withheld import from_data
-
-    if not isinstance(call, dict):
-        return None
-    if "value" in call and len(call) == 1:
-        return call["value"]
-    name = call.get("name")
-    if name not in withheld_names():       # only the course's own references, never anything else
-        return None
-    module, _, attr = name.rpartition(".")
-    fn = getattr(importlib.import_module(module), attr)
-    out = fn(*from_data(call.get("args", [])), **from_data(call.get("kwargs", {})))
-    for key in call.get("index", []):
-        out = out[key]
-    return out
+    return {n for n in withheld_names() if re.search(rf"\b{re.escape(n.rpartition('.')[2])}\b", source or "")}
 
 
-def redo_reference(calls):
+def redo_reference(calls, allowed: set[str] | None = None):
     """The expected value of a measured check: the withheld reference calls the kernel recorded
-    (on its own measurement), redone here in the grader with the real references. None when
-    they cannot be redone."""
+    (on its own measurement), redone by the grader with the real references, in a child process
+    bounded by REDO_SECONDS and REDO_MEMORY_BYTES; only references in `allowed` (those the test
+    cell names; None: any withheld one). None when they cannot be redone within the bounds."""
+    import subprocess
+    import sys
+
     try:
-        if isinstance(calls, dict) and "list" in calls:
-            vals = [_redo_one(c) for c in calls["list"]]
-            return None if any(v is None for v in vals) else vals
-        return _redo_one(calls)
-    except Exception:  # noqa: BLE001  (bad data from the kernel: the check cannot be verified)
+        payload = json.dumps({"calls": calls, "allowed": sorted(allowed) if allowed is not None else None})
+    except (TypeError, ValueError):
+        return None
+    if len(payload) > REDO_DATA_BYTES:
+        return None
+
+    def limits():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (REDO_MEMORY_BYTES, REDO_MEMORY_BYTES))
+        resource.setrlimit(resource.RLIMIT_CPU, (REDO_SECONDS, REDO_SECONDS))
+
+    try:
+        p = subprocess.run([sys.executable, "-m", "solutions_lib.course.redo"], input=payload,
+                           capture_output=True, text=True, timeout=REDO_SECONDS, preexec_fn=limits,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if p.returncode != 0:
+        return None
+    try:
+        return json.loads(p.stdout)["value"]
+    except (ValueError, KeyError, TypeError):
         return None
 
 
-def verify(student: dict, trusted: dict) -> tuple[str | None, bool]:
-    """(problem, tampering) for one matched pair of records; (None, False) when it holds."""
+def verify(student: dict, trusted: dict, allowed: set[str] | None = None) -> tuple[str | None, bool]:
+    """(problem, tampering) for one matched pair of records; (None, False) when it holds.
+    `allowed`: the references a measured check may be recomputed with (redo_reference)."""
     kind = trusted.get("kind")
     what = str(trusted.get("what", "a check"))
     if kind == "close":
         t_shape = trusted.get("expected_shape", trusted.get("shape", []))
         if trusted.get("measured"):
             if student.get("withheld"):
-                e = redo_reference(student.get("calls"))
+                e = redo_reference(student.get("calls"), allowed)
                 if e is None:
                     return f"{what}: the grader could not recompute the reference on your measurement", True
                 e = np.asarray(e, dtype=np.float64)
@@ -198,8 +215,9 @@ def decide(cell, trusted_cell: dict) -> tuple[str | None, bool]:
         return (f"the check '{str(missing.get('what', ''))[:200]}' of this test cell did not run, although the cell "
                 "raised no error: the cell was changed, skipped or its checks replaced while it ran. It scores "
                 "zero and is flagged for your instructor."), True
+    allowed = _names_in(trusted_cell.get("source", ""))
     for s, t in pairs:
-        problem, tampering = verify(s, t)
+        problem, tampering = verify(s, t, allowed)
         if problem:
             if tampering:
                 problem += (" (This passed inside your notebook's kernel but not when the grader checked the value "
@@ -365,3 +383,4 @@ def insert_verifier(preprocessors: list) -> list:
         raise ValueError("Autograde preprocessors have neither ClearMetadataPreprocessor nor SaveAutoGrades")
     i = out.index(anchor) + (1 if anchor is ClearMetadataPreprocessor else 0)
     return out[:i] + [cls] + out[i:]
+
