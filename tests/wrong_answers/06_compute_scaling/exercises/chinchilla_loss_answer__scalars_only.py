@@ -1,0 +1,13 @@
+# loses: chinchilla_loss_tests
+# why: math.pow on floats: works on numbers, fails on arrays
+def chinchilla_loss(n_params, n_tokens, fit="hoffmann"):
+    '''L(N, D) = E + A / N^alpha + B / D^beta in nats/token, with the constants of FIT_PARAMS[fit].'''
+    if fit not in FIT_PARAMS:
+        raise ValueError(f"unknown fit {fit!r}; choose one of {sorted(FIT_PARAMS)}")
+    p = FIT_PARAMS[fit]
+    n = float(n_params)
+    d = float(n_tokens)
+    if not (n > 0 and d > 0):
+        raise ValueError("n_params and n_tokens must be > 0")
+    loss = p["E"] + p["A"] / n ** p["alpha"] + p["B"] / d ** p["beta"]
+    return float(loss) if np.ndim(loss) == 0 else loss

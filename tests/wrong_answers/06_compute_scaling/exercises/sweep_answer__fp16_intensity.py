@@ -1,0 +1,11 @@
+# loses: measured_roofline_tests
+# why: intensity with the default 2 bytes: the sweep is fp32
+from solutions_lib import upstream
+
+start = time.perf_counter()
+seconds = np.array([time_matmul(m, n, k) for m, n, k in SHAPES])
+achieved = np.array([2.0 * m * n * k for m, n, k in SHAPES]) / seconds
+intensity = np.array([upstream.arithmetic_intensity(m, n, k) for m, n, k in SHAPES])
+print(f"sweep took {time.perf_counter() - start:.1f} s")
+for (m, n, k), s, f, i in zip(SHAPES, seconds, achieved, intensity):
+    print(f"(m, n, k) = ({m:5d}, {n:5d}, {k:5d}): {s * 1e3:9.4f} ms   {f / 1e9:7.1f} GFLOP/s   intensity {i:7.2f} FLOP/byte")
