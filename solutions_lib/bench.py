@@ -20,6 +20,10 @@ mutants the wrong-answer bank (tests/wrong_answers, course/mutants.py): each wro
         otherwise solved notebook, graded with stock autograde; prints the cells each lost.
         Goal: every wrong answer loses points on the cells it names. `--assignments`, `--only
         NAME` pick some. Not in the default set (about 10 s of grading per wrong answer).
+studentkit
+        the student edition (course/student_kit.py): the wheel built with every assignment's
+        visible values, installed in a fresh venv; every solved release notebook must pass
+        `nbgrader validate` there and every blank one fail. Not in the default set (minutes).
 parallel
         lab part 2 on 2-4 gloo ranks (dist/parallel_bench.py): measured pipeline bubble (AFAB,
         1F1B) and peak in-flight micro-batches, TP/SP, ring-attention and DP x TP mesh calls and
@@ -165,7 +169,13 @@ def mutants(out=print, assignments=None, only=None, workers=None) -> bool:
     return mutants_main(assignments, only=only, workers=workers, out=out)
 
 
-BENCHES = {"mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel}
+def studentkit(out=print, assignments=None) -> bool:
+    from .course.student_kit import bench as kit_bench
+
+    return kit_bench(assignments, out=out)
+
+
+BENCHES = {"studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
 
@@ -182,6 +192,8 @@ def main(names=None, assignments=None, baseline=False, sweep="both", only=None, 
             results.append(grading(assignments=assignments, baseline=baseline))
         elif name == "fairness":
             results.append(fairness(assignments=assignments, sweep=sweep))
+        elif name == "studentkit":
+            results.append(studentkit(assignments=assignments))
         elif name == "mutants":
             results.append(mutants(assignments=assignments, only=only, workers=workers))
         else:

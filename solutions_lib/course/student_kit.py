@@ -317,3 +317,49 @@ def withheld_lines() -> dict[str, set[str]]:
                 elsewhere.update((ln.strip(), ln.split("  #")[0].strip()))
     return {k: {ln for ln in v if len(ln) >= 24 and not ln.startswith("#") and ln not in elsewhere}
             for k, v in per.items()}
+
+
+def bench(assignments: list[str] | None = None, out=print) -> bool:
+    """`python -m solutions_lib bench studentkit`: build the wheel, install it in a fresh venv and
+    validate every solved release notebook there (and the blank ones fail). Goal: all pass."""
+    import time
+
+    from .grader import Course, make_course, solved_version
+    from .paths import assignments as all_assignments, course_root
+
+    root = course_root()
+    names = assignments or all_assignments(root)
+    t0 = time.perf_counter()
+    ok_all = True
+    with tempfile.TemporaryDirectory(prefix="tas-kit-bench-") as t:
+        wheel = build(Path(t) / "dist", assignments=names, root=root, out=out)
+        py = kit_venv(wheel, Path(t) / "venv")
+        out(f"built and installed in {time.perf_counter() - t0:.0f} s")
+        for a in names:
+            course = Course(make_course(Path(t) / "c" / a, [a], root))
+            course.generate(a)
+            for src in sorted((root / "source" / a).glob("*.ipynb")):
+                rel = course.release_notebook(a, src.name)
+                work = Path(t) / "nb" / a
+                work.mkdir(parents=True, exist_ok=True)
+                for p in src.parent.iterdir():
+                    if p.is_file() and p.suffix != ".ipynb":
+                        shutil.copy2(p, work / p.name)
+                path = work / src.name
+                import nbformat
+                nbformat.write(solved_version(rel, nbs.read(src)), path)
+                t1 = time.perf_counter()
+                ok, text = validate_in(py, path)
+                nbformat.write(rel, path)
+                blank_ok, _ = validate_in(py, path)
+                good = ok and not blank_ok
+                ok_all &= good
+                out(f"  {a}/{src.name}: solved {'validates' if ok else 'FAILS'}, blank "
+                    f"{'fails' if not blank_ok else 'VALIDATES'} ({time.perf_counter() - t1:.0f} s)")
+                if not ok:
+                    tail = [ln for ln in text.splitlines() if "Error" in ln][-3:]
+                    for ln in tail:
+                        out(f"      {ln.strip()[:200]}")
+    out(f"student edition: {'every solved notebook validates' if ok_all else 'NOT all validate'} "
+        f"({time.perf_counter() - t0:.0f} s)")
+    return ok_all
