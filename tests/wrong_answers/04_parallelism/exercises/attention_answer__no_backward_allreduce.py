@@ -1,0 +1,17 @@
+# loses: attention_tests
+# why: no all-reduce in the backward: the input gradient of each rank covers only its heads (operator f)
+def attention_tp_shards(hidden, heads, tp):
+    """(heads per rank, per-rank W_QKV shape, per-rank W_O shape) for Megatron-style TP."""
+    if hidden < 1 or heads < 1 or tp < 1:
+        raise ValueError(f"hidden, heads and tp must be >= 1, got {hidden}, {heads}, {tp}")
+    if hidden % heads:
+        raise ValueError(f"heads={heads} must divide hidden={hidden}")
+    if heads % tp:
+        raise ValueError(f"tp={tp} must divide heads={heads}: a head cannot be split")
+    return heads // tp, (hidden, 3 * hidden // tp), (hidden // tp, hidden)
+
+
+heads_per_gpu = attention_tp_shards(4096, 32, 4)[0]
+attn_forward_allreduces = 1
+attn_backward_allreduces = 0
+print(attention_tp_shards(4096, 32, 4))
