@@ -843,3 +843,62 @@ def test_moe_bytes_against_an_explicit_routing():
 def test_nccl_section_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+# ================================================================ the scripted clock of 05 exercises C1
+# (solutions_lib.probes_comms): a per-call median harness reads the scripted medians exactly; a mean, a
+# timed warm-up or a loop timed as a whole does not.
+
+
+def _median_harness(rank, world_size, sizes, repeats, warmup):
+    import statistics
+    import time as _t
+
+    import torch
+    import torch.distributed as dist
+    out = []
+    for size in sizes:
+        x = torch.ones(size // 4)
+        for _ in range(warmup):
+            dist.all_reduce(x)
+        ts = []
+        for _ in range(repeats):
+            dist.barrier()
+            t0 = _t.perf_counter()
+            dist.all_reduce(x)
+            ts.append(_t.perf_counter() - t0)
+        out.append(statistics.median(ts))
+    return out
+
+
+def _mean_harness(rank, world_size, sizes, repeats, warmup):
+    import time as _t
+
+    import torch
+    import torch.distributed as dist
+    out = []
+    for size in sizes:
+        x = torch.ones(size // 4)
+        ts = []
+        for _ in range(warmup + repeats):     # the warm-up timed too, and the mean
+            dist.barrier()
+            t0 = _t.perf_counter()
+            dist.all_reduce(x)
+            ts.append(_t.perf_counter() - t0)
+        out.append(sum(ts) / len(ts))
+    return out
+
+
+def test_virtual_clock_separates_median_from_mean_and_warmup():
+    from solutions_lib.dist import launch
+    from solutions_lib.probes_comms import expected_medians, virtual_clock_run
+    good = launch(virtual_clock_run, 2, args=(_median_harness, [1024, 4096], 5, 2), timeout=60)
+    bad = launch(virtual_clock_run, 2, args=(_mean_harness, [1024, 4096], 5, 2), timeout=60)
+    assert expected_medians(2, 5, 2) == pytest.approx([0.03, 0.06])
+    for summary, got, expected in good:
+        assert summary["all_reduce"][0] == 14 and summary["barrier"][0] == 10
+        assert got == pytest.approx(expected, rel=1e-6)
+    for _, got, expected in bad:
+        assert got != pytest.approx(expected, rel=1e-2)
+    import time
+    assert time.perf_counter() > 0 and time.perf_counter.__module__ in (None, "time")   # the clock is restored

@@ -1,4 +1,4 @@
-# loses: nccl_protocols_tests
+# loses: nccl_protocols_tests, nccl_protocols_tests_validation
 # why: best_protocol compares all three protocols at the example latencies, not the ones offered in `latencies`
 PROTOCOL_EFFICIENCY = {"LL": 4 / 8, "LL128": 120 / 128, "Simple": 1.0}   # structural: payload / bytes on the wire
 example_latencies = {"LL": 0.5e-6, "LL128": 2e-6, "Simple": 4e-6}        # illustrative per-step latencies (s)
