@@ -1,11 +1,11 @@
 # loses: run_comparison_tests
 # why: one model per optimizer, trained on at every batch size: later runs start from trained weights
-def run_comparison(batch_sizes=(256, 2048, 16384), epochs=12, seed=0, n_samples=16384):
+def run_comparison(batch_sizes=(256, 2048, 16384), epochs=12, seed=0, n_samples=16384, layer_scale=None):
     """Train AdamW and Lamb at each batch size; return {(opt, batch): array of epochs+1 full-set losses}."""
     x, y = make_regression_data(n_samples, seed)
     results = {}
     for name in ("adamw", "lamb"):
-        model = make_mlp(seed)
+        model = make_mlp(seed, layer_scale)
         for batch in batch_sizes:
             lr = BASE_LR[name] * batch / BASE_BATCH
             if name == "adamw":

@@ -1,12 +1,12 @@
 # loses: run_comparison_tests
 # why: square-root lr scaling instead of the prescribed linear rule
-def run_comparison(batch_sizes=(256, 2048, 16384), epochs=12, seed=0, n_samples=16384):
+def run_comparison(batch_sizes=(256, 2048, 16384), epochs=12, seed=0, n_samples=16384, layer_scale=None):
     """Train AdamW and Lamb at each batch size; return {(opt, batch): array of epochs+1 full-set losses}."""
     x, y = make_regression_data(n_samples, seed)
     results = {}
     for name in ("adamw", "lamb"):
         for batch in batch_sizes:
-            model = make_mlp(seed)
+            model = make_mlp(seed, layer_scale)
             lr = BASE_LR[name] * math.sqrt(batch / BASE_BATCH)
             if name == "adamw":
                 opt = torch.optim.AdamW(model.parameters(), lr=lr, eps=1e-8, weight_decay=WEIGHT_DECAY)
