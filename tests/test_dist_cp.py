@@ -163,3 +163,40 @@ def test_zigzag_layout_and_causal_pair_counts_without_ranks():
         zigzag_shard(torch.zeros(1, 8, 2), 2, 2)
     with pytest.raises(ValueError, match="even"):
         zigzag_ring_attention(*(torch.zeros(1, 3, 2) for _ in range(3)))
+
+
+def _probe_rank(rank, world):
+    import torch.distributed as dist
+    from solutions_lib.dist.probes_pipeline import LargestTensor, P2PCounter
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 8, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    n = 8 // world
+    chunk = lambda t: t[..., rank * n:(rank + 1) * n, :].clone()
+    with P2PCounter() as p2p, LargestTensor() as big:
+        ring_attention(chunk(q), chunk(k), chunk(v))
+    ring = (p2p.sent_bytes, p2p.recv_bytes, p2p.collectives(), big.numel)
+    with P2PCounter() as p2p, LargestTensor() as big:     # the whole K, gathered: what the test must catch
+        ks = [torch.empty_like(chunk(k)) for _ in range(world)]
+        dist.all_gather(ks, chunk(k))
+        torch.cat(ks, dim=-2)
+    gathered = (p2p.collectives(), big.numel)
+    with P2PCounter() as p2p:                               # batch_isend_irecv: bytes split by direction
+        buf = torch.empty(3, dtype=torch.float64)
+        ops = [dist.P2POp(dist.isend, torch.ones(3, dtype=torch.float64), (rank + 1) % world),
+               dist.P2POp(dist.irecv, buf, (rank - 1) % world)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+    return ring, gathered, (p2p.sent_calls, p2p.sent_bytes, p2p.recv_calls, p2p.recv_bytes)
+
+
+def test_probes_measure_ring_traffic_and_the_largest_tensor():
+    """The probes of 11 exercises 2's ring tests: point-to-point bytes by direction (also through
+    batch_isend_irecv), no collective, and the largest tensor within max(2 c, n x n) for the ring
+    but not for a gathered K."""
+    world = 4
+    for ring, gathered, batch in launch(_probe_rank, world, timeout=60):
+        c = 8 * 4 // world
+        assert ring[:3] == (2 * (world - 1) * c * 8, 2 * (world - 1) * c * 8, {})
+        assert ring[3] <= max(2 * c, (8 // world) ** 2)
+        assert gathered[0] == {"all_gather": 1} and gathered[1] == 8 * 4 > 2 * c
+        assert batch == (1, 24, 1, 24)

@@ -283,3 +283,21 @@ def test_interleaved_orders_messages_and_replay_without_ranks():
                 lambda: interleaved_schedule_order(0, 4, 8, 0), lambda: interleaved_p2p_bytes(0, 2, 3, 2, 8)):
         with pytest.raises(ValueError):
             bad()
+
+
+def test_activation_watch_counts_outputs_still_held():
+    """The probe of 11 exercises 2's memory test: outputs of module(x) stay alive while a stash (or
+    an autograd graph) holds them and die when the micro-batch's backward drops them."""
+    from solutions_lib.dist.probes_pipeline import ActivationWatch
+    module = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh())
+    watch, stash = ActivationWatch(module), {}
+    for i in range(3):
+        stash[i] = module(torch.randn(2, 3))
+    assert watch.live() == 3 and watch.calls == 3
+    for i in range(3):
+        stash.pop(i).sum().backward()
+        assert watch.live() == 2 - i
+    module.forward(torch.randn(2, 3))          # not module(x): no hook, not counted
+    watch.remove()
+    module(torch.randn(2, 3))
+    assert watch.calls == 3
