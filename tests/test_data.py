@@ -386,3 +386,41 @@ def test_lsh_scaling_cell_counts_steps_not_seconds():
     exec(compile(cell, "lsh_scaling_tests", "exec"), {"lsh_candidate_pairs": _bucketed})   # slow and correct: passes
     with pytest.raises(GradingError, match="Python steps lsh_candidate_pairs takes"):
         exec(compile(cell, "lsh_scaling_tests", "exec"), {"lsh_candidate_pairs": _all_pairs})
+
+
+# ---------------------------------------------------------------- test machinery (probes_data)
+
+
+def test_other_process_hash_changes_a_hash_minhash_only():
+    """08 minhash_tests: a MinHash on Python's salted hash() changes 'in another process', the
+    course's hashlib MinHash does not; a real second process with another PYTHONHASHSEED agrees
+    that hash() of a str moves; ints hash the same; builtins.hash is restored."""
+    import builtins
+    import subprocess
+    import sys
+
+    from solutions_lib.probes_data import other_process_hash, values_of
+    from solutions_lib.grading import GradingError
+
+    s = {("a", "b", "c"), ("b", "c", "d"), ("c", "d", "e")}
+    p = (1 << 31) - 1
+
+    def salted_minhash(shingles, k=16):
+        g = np.random.default_rng(1)
+        a, b = g.integers(1, p, k), g.integers(0, p, k)
+        x = np.array([hash(t) % p for t in shingles])
+        return ((a[:, None] * x[None, :] + b[:, None]) % p).min(axis=1)
+
+    here, good = salted_minhash(s), D.minhash_signature(s, 16, seed=1)
+    original = builtins.hash
+    with other_process_hash():
+        there, good_there = salted_minhash(s), D.minhash_signature(s, 16, seed=1)
+        assert hash(12345) == original(12345) and hash((1, 2)) == original((1, 2))
+    assert builtins.hash is original
+    assert np.sum(here != there) > 0 and np.array_equal(good, good_there)
+    cmd = [sys.executable, "-c", "print(hash(('a', 'b')))"]
+    outs = {subprocess.run(cmd, env={"PYTHONHASHSEED": str(k)}, capture_output=True, text=True).stdout for k in (1, 2)}
+    assert len(outs) == 2
+    assert values_of({"a": 1.0, "b": 2.0}, ["b", "a"], "t") == [2.0, 1.0]
+    with pytest.raises(GradingError, match="keys missing"):
+        values_of({"a": 1.0}, ["a", "b"], "t")

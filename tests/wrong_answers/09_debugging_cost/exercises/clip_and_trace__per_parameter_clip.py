@@ -1,0 +1,19 @@
+# loses: clip_and_trace_tests
+# why: clips every parameter's gradient by its own norm instead of the global norm
+def clip_and_trace(model, batches, max_norm, lr):
+    if max_norm <= 0:
+        raise ValueError("max_norm must be > 0")
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    out = []
+    for x, y in batches:
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        pre = torch.sqrt(sum((g ** 2).sum() for g in grads))
+        for g in grads:
+            g.mul_(min(1.0, float(max_norm / (g.norm() + 1e-6))))
+        post = torch.sqrt(sum((g ** 2).sum() for g in grads))
+        opt.step()
+        out.append((float(pre), float(post)))
+    return out

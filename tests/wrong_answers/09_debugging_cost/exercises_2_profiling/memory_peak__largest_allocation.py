@@ -1,0 +1,14 @@
+# loses: memory_peak_tests
+# why: the largest single allocation (Bytes) instead of the running total
+def memory_peak(trace, phases=PHASES):
+    mem = sorted((e for e in trace["traceEvents"] if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    best = None
+    for e in mem:
+        if best is None or e["args"]["Bytes"] > best["args"]["Bytes"]:
+            best = e
+    phase = None
+    for e in trace["traceEvents"]:
+        if (e.get("ph") == "X" and e.get("cat") == "user_annotation" and e.get("name") in phases
+                and e["ts"] <= best["ts"] < e["ts"] + e["dur"]):
+            phase = e["name"]
+    return best["args"]["Total Allocated"], phase
