@@ -20,6 +20,9 @@ mutants the wrong-answer bank (tests/wrong_answers, course/mutants.py): each wro
         otherwise solved notebook, graded with stock autograde; prints the cells each lost.
         Goal: every wrong answer loses points on the cells it names. `--assignments`, `--only
         NAME` pick some. Not in the default set (about 10 s of grading per wrong answer).
+cheat   a generic cheat cell (course/cheat.py: every check replaced by one that publishes a
+        passing record) added to each blank release notebook, graded with stock autograde.
+        Goal (issue 26): at most 2% of any assignment's auto-graded points.
 studentkit
         the student edition (course/student_kit.py): the wheel built with every assignment's
         visible values, installed in a fresh venv; every solved release notebook must pass
@@ -175,7 +178,13 @@ def studentkit(out=print, assignments=None) -> bool:
     return kit_bench(assignments, out=out)
 
 
-BENCHES = {"studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel}
+def cheat(out=print, assignments=None) -> bool:
+    from .course.cheat import main as cheat_main
+
+    return cheat_main(assignments, out=out)
+
+
+BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
 
@@ -192,6 +201,8 @@ def main(names=None, assignments=None, baseline=False, sweep="both", only=None, 
             results.append(grading(assignments=assignments, baseline=baseline))
         elif name == "fairness":
             results.append(fairness(assignments=assignments, sweep=sweep))
+        elif name == "cheat":
+            results.append(cheat(assignments=assignments))
         elif name == "studentkit":
             results.append(studentkit(assignments=assignments))
         elif name == "mutants":
