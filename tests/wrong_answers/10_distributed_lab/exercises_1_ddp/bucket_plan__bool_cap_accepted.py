@@ -1,0 +1,25 @@
+# loses: bucket_plan_tests_validation
+# why: only cap <= 0 is rejected: NaN passes the comparison and the bool True is taken as 1 byte
+import math
+
+
+def bucket_plan(sizes_bytes, cap_bytes):
+    if cap_bytes <= 0:
+        raise ValueError(f"cap_bytes must be a number > 0, got {cap_bytes!r}")
+    buckets, current, filled = [], [], 0
+    for i, s in enumerate(sizes_bytes):
+        current.append(i)
+        filled += s
+        if filled >= cap_bytes:
+            buckets.append(current)
+            current, filled = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def comm_per_step(model, cap_bytes):
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    sizes = [p.numel() * p.element_size() for p in reversed(trainable)]
+    return {"naive_calls": len(trainable), "bucketed_calls": len(bucket_plan(sizes, cap_bytes)),
+            "bytes": sum(sizes)}

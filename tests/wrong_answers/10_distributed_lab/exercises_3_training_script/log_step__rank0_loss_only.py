@@ -1,0 +1,10 @@
+# loses: log_step_tests
+# why: rank 0 logs its own loss, not the mean over ranks (no all-reduce)
+def log_step(rank, world_size, out_dir, step, loss, lr, tokens_per_s):
+    mean = float(loss.detach())
+    if rank == 0:
+        os.makedirs(out_dir, exist_ok=True)
+        print(f"step {step:5d}  loss {mean:.4f}  lr {lr:.3e}  {tokens_per_s:,.0f} tok/s")
+        with open(os.path.join(out_dir, "metrics.jsonl"), "a") as f:
+            f.write(json.dumps({"step": step, "loss": mean, "lr": lr, "tokens_per_s": tokens_per_s}) + "\n")
+    return mean

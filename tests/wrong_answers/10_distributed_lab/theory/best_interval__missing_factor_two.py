@@ -1,0 +1,10 @@
+# loses: best_interval_tests
+# why: T* = sqrt(c / (r s)): the factor 2 of the optimum is lost
+import math
+
+def best_interval(check_cost_s, desync_rate_per_step, step_time_s):
+    if min(check_cost_s, desync_rate_per_step, step_time_s) <= 0 or desync_rate_per_step >= 1:
+        raise ValueError("costs and times must be > 0 and the rate in (0, 1)")
+    t = math.sqrt(check_cost_s / (desync_rate_per_step * step_time_s))
+    cost = lambda T: check_cost_s / T + desync_rate_per_step * step_time_s * (T + 1) / 2
+    return min({max(1, math.floor(t)), max(1, math.ceil(t))}, key=cost)
