@@ -121,25 +121,12 @@ def _visible_uses_reference(release_nb) -> bool:
 def _run_records(nb, workdir: Path, timeout: int) -> dict[str, list[dict]]:
     """Run `nb` in a plain kernel with the references withheld (NBGRADER_EXECUTION=autograde,
     the view first on PYTHONPATH); grade_id -> the records its test cells published."""
-    from nbclient import NotebookClient
-
-    from .trusted import _is_test_cell, records_of
+    from .trusted import _is_test_cell, records_of, run_in
     from .withheld_view import build_view
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env.update(NBGRADER_EXECUTION="autograde", PYTHONHASHSEED="0", PYTHONPATH=str(build_view().parent))
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(workdir)}}, shutdown_kernel="immediate",
-                            extra_arguments=["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"])
-    client.km = client.create_kernel_manager()
-    old = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        client.execute()
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    run_in(nb, workdir, env, timeout)
     return {nbs.nbgrader_md(c).get("grade_id"): records_of(c) for c in nb.cells if _is_test_cell(c)}
 
 

@@ -146,10 +146,28 @@ def _is_test_cell(cell) -> bool:
     return cell.get("cell_type") == "code" and bool(md.get("grade")) and not md.get("solution")
 
 
+def run_in(nb, workdir: Path, env: dict, timeout: int) -> None:
+    """Execute `nb` in place in a plain python3 kernel in `workdir`, with exactly `env` as the
+    environment (errors kept in the outputs; a cell timeout raises)."""
+    from nbclient import NotebookClient
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(workdir)}}, shutdown_kernel="immediate",
+                            extra_arguments=["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"])
+    client.km = client.create_kernel_manager()
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        client.execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
 def execute(source_nb: Path, timeout: int) -> dict:
     """Run `source_nb` as described in the module docstring; returns the cache entry."""
     import nbformat
-    from nbclient import NotebookClient
 
     source_nb = Path(source_nb).resolve()
     nb = nbformat.read(source_nb, as_version=4)
@@ -160,15 +178,8 @@ def execute(source_nb: Path, timeout: int) -> dict:
                 shutil.copy2(p, work / p.name)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TAS_TRUSTED_CACHE")}
         env.update(NBGRADER_EXECUTION="autograde", TAS_TRUSTED_RUN="1", PYTHONHASHSEED="0")
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                resources={"metadata": {"path": str(work)}}, shutdown_kernel="immediate",
-                                extra_arguments=["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"])
-        client.km = client.create_kernel_manager()
-        old = dict(os.environ)
-        os.environ.clear()
-        os.environ.update(env)
         try:
-            client.execute()
+            run_in(nb, work, env, timeout)
         except Exception as e:  # noqa: BLE001  (a cell timeout, a dead kernel: name the cell)
             from nbclient.exceptions import CellTimeoutError
 
@@ -179,9 +190,6 @@ def execute(source_nb: Path, timeout: int) -> dict:
             kind = "timed out" if isinstance(e, CellTimeoutError) else f"stopped ({type(e).__name__})"
             raise TrustedRunError(f"{source_nb}: the trusted run {kind} in cell {gid} (cell limit {timeout} s): "
                                   f"{str(e)[:300]}") from None
-        finally:
-            os.environ.clear()
-            os.environ.update(old)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     cells: dict[str, dict] = {}
