@@ -65,16 +65,39 @@ def _arg_end(text: str, start: int) -> int:
     return i
 
 
+def _numbers(text: str) -> list[tuple[int, str]]:
+    """(offset, text) of the number tokens of `text` (none if it does not tokenize)."""
+    import io
+    import tokenize
+
+    starts = [0]
+    for ln in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(ln))
+    try:
+        return [(starts[t.start[0] - 1] + t.start[1], t.string)
+                for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.NUMBER]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+
+
 def _wrap_seeds(region: str) -> str:
     strings = _string_spans(region)
     starts = sorted({m.end() for m in _CALLS.finditer(region)} | {m.end() for m in _KW.finditer(region)})
+    # a literal seed that also stands bare elsewhere in the region (`mlp(dims, seed=5)` beside
+    # `args=(dims, 5, ...)`) is paired with that use: left alone, or the pair would break
+    spans = {}
+    for pos in starts:
+        end = _arg_end(region, pos)
+        spans[pos] = (end, [n for o, n in _numbers(region[pos:end])])
+    inside = [(pos, end) for pos, (end, _) in spans.items() if _LITERAL.match(region[pos:end])]
+    bare = {n for o, n in _numbers(region) if not any(a <= o < b for a, b in inside)}
     out, i = [], 0
     for pos in starts:
         if pos < i or any(a <= pos < b for a, b in strings):
             continue
         arg_end = _arg_end(region, pos)
         arg = region[pos:arg_end]
-        if not _LITERAL.match(arg):
+        if not _LITERAL.match(arg) or any(n in bare for n in spans[pos][1]):
             continue
         out.append(region[i:pos])
         lead = len(arg) - len(arg.lstrip())
@@ -116,8 +139,10 @@ def unconverted(source: str) -> list[str]:
         e = source.find(END, b)
         e = len(source) if e < 0 else e
         region = source[b:e]
-        if _wrap_seeds(region) != region:
-            bad += [ln.strip() for ln in region.splitlines() if _wrap_seeds(ln) != ln]
+        wrapped = _wrap_seeds(region)
+        if wrapped != region:
+            new = set(wrapped.splitlines())
+            bad += [ln.strip() for ln in region.splitlines() if ln not in new]
         pos = e
 
 
