@@ -282,6 +282,9 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+_KEPT_SWAPS: list = []   # swap_for_cell outside IPython: the names stay swapped (see its docstring)
+
+
 def swap_for_cell(namespace: dict, **replacements) -> None:
     """`swapped` for the rest of the running notebook cell: the names are restored when the cell
     ends, also when it fails (an IPython post_run_cell callback). A test cell calls it first::
@@ -295,9 +298,11 @@ def swap_for_cell(namespace: dict, **replacements) -> None:
     try:
         from IPython import get_ipython
     except ImportError:      # pragma: no cover
-        return
+        get_ipython = lambda: None  # noqa: E731
     ip = get_ipython()
     if ip is None:
+        # a suspended generator context restores its names when it is collected: keep it alive
+        _KEPT_SWAPS.append(ctx)
         return
 
     def restore(*_):

@@ -177,3 +177,15 @@ def test_layer_activation_bytes_upstream_equals_korthikanti():
         for d in (2, 4):
             assert math.isclose(U.layer_activation_bytes(*args, d), M.activation_bytes_per_layer(*args, bytes_per_value=d),
                                 rel_tol=1e-12)
+
+
+def test_swap_for_cell_outside_ipython_keeps_the_names_swapped():
+    """Outside IPython the names stay swapped, as the docstring says (the context used to be
+    collected on return, which restored them at once)."""
+    import gc
+
+    from solutions_lib import upstream
+    ns = {"scale_lr": "mine"}
+    upstream.swap_for_cell(ns, scale_lr=upstream.scale_lr)
+    gc.collect()
+    assert ns["scale_lr"] is upstream.scale_lr
