@@ -403,3 +403,21 @@ def test_formgrader_runs_no_student_script(instructor_lab, xss_submissions, page
         shots, f"the probe did not see the unneutralised script run: {control}")
     assert _explain_grade(root, "s_control")[1] == 1
     print(f"formgrader probe: {time.monotonic() - t0:.1f} s")
+
+
+def test_validate_in_the_course_root_with_references(instructor_lab, course, page, shots):
+    """Issue 25: Validate in the course root (the course's nbgrader_config.py, bubblewrap on
+    the machine) runs a plain kernel with the real package, so a solved notebook whose visible
+    tests compare with references (05 exercises: the alpha-beta fit on the student's own
+    measurement) passes; before, it ran in the grading sandbox with the references withheld and
+    said "VALIDATION FAILED ON 3 CELL(S)"."""
+    a, n = "05_communication", "exercises.ipynb"
+    release = nbformat.read(ROOT / "release" / a / n, as_version=4)
+    folder = course["root"] / "self_study" / a
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(solved_version(release, nbs.read(ROOT / "source" / a / n)), folder / n)
+    page.goto(instructor_lab.page_url(f"/lab/tree/self_study/{a}/{n}"))
+    page.locator(".jp-NotebookPanel-toolbar .validate-button").wait_for(state="visible", timeout=60_000)
+    wait_kernel_idle(page, timeout=60_000)
+    text = validate(page, shots, "validate_references_course_root")
+    assert "Success! Your notebook passes all the tests." in text, _report(shots, f"validate dialog:\n{text}")
