@@ -48,6 +48,7 @@ def test_two_secrets_give_other_hidden_inputs_and_the_same_scores(tmp_path, monk
     from solutions_lib.course.trusted import trusted_records
 
     monkeypatch.setenv("TAS_TRUSTED_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TAS_TERM_SEED", "")       # restored (unset) after the test: apply_course_config sets it
     entries = {}
     for secret in ("term-one", "term-two"):
         monkeypatch.setenv("TAS_COURSE_SECRET", secret)
