@@ -1,10 +1,10 @@
 """The student edition (issue 25): a wheel with no reference answer in its files, whose solved
 release notebooks pass their visible tests and `nbgrader validate` with the references absent.
 
-The suite builds the wheel with the visible values of one assignment (02_lr_schedules, whose
-visible tests compare with references in 11 cells; deterministic, unlike 05's timings) and
-validates its two notebooks in a fresh venv; `python -m solutions_lib bench studentkit` does
-every assignment."""
+The suite builds the wheel with the visible values of one assignment (05_communication, whose
+visible tests compare with references 19 times, one of them on the student's own measurement)
+and validates its two notebooks in a fresh venv; `python -m solutions_lib bench studentkit`
+does every assignment."""
 from __future__ import annotations
 
 import zipfile
@@ -19,7 +19,7 @@ from solutions_lib.course.student_kit import build, kit_venv, validate_in, withh
 from solutions_lib.course.withheld_view import WITHHELD
 
 ROOT = Path(__file__).resolve().parents[1]
-A = "02_lr_schedules"
+A = "05_communication"
 
 pytestmark = pytest.mark.xdist_group("student_kit")
 
@@ -32,11 +32,14 @@ def kit(tmp_path_factory):
 
 
 def test_no_withheld_answer_is_in_the_wheel(kit):
+    import json
     wheel, _ = kit
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
+        table = json.loads(z.read(f"solutions_lib/_visible/{A}.json"))
         # the course's copies of earlier answers (upstream.py) are the documented exception
         text = "\n".join(z.read(n).decode("utf-8", "replace") for n in names if not n.endswith("/upstream.py"))
+    assert sum(map(len, table.values())) >= 10, "the visible reference checks' values are in the kit"
     assert not any("/course/" in n for n in names), "the grading pipeline is not for students"
     lines = withheld_lines()
     assert set(lines) == {f"{m}.{n}" for m, ns in WITHHELD.items() for n in ns}
