@@ -650,3 +650,21 @@ def expect_own(obj, task: str, *forbidden) -> None:
         if mod.startswith("solutions_lib") or mod.startswith("torch."):
             raise DelegationError(f"{task}: your answer is {_describe(obj)} from a library, not code you wrote.")
     _publish_record("own_work", task)
+
+
+def answers(*names: str) -> tuple:
+    """The caller's answers `names`, looked up in the notebook's namespace (the test cell's globals).
+
+    A test cell that starts with ``Router, moe_forward = answers("Router", "moe_forward")`` tells a
+    student who ran it before the answer cell what to do ("run the answer cell above first"),
+    instead of a bare NameError. Returns the objects in order (one object for one name)."""
+    if not names or not all(isinstance(n, str) and n.isidentifier() for n in names):
+        raise ValueError(f"answers() takes the answers' names as identifiers, got {names!r}")
+    g = sys._getframe(1).f_globals
+    missing = [n for n in names if n not in g]
+    if missing:
+        what = ", ".join(f"`{n}`" for n in missing)
+        raise AssertionError(f"{what} {'is' if len(missing) == 1 else 'are'} not defined yet: run the answer "
+                             "cell above first (and the cells before it), then this test again.")
+    found = tuple(g[n] for n in names)
+    return found[0] if len(found) == 1 else found

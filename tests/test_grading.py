@@ -121,3 +121,15 @@ def test_no_delegation_does_not_blame_a_shared_decorator():
     with pytest.raises(DelegationError, match="SGD"):
         with no_delegation("sgd by hand", torch.optim.SGD):
             torch.optim.SGD([w], lr=0.1).step()
+
+
+def test_answers_names_a_missing_answer_cell():
+    from solutions_lib.grading import answers
+
+    ns = {"answers": answers, "f": len}
+    exec("got = answers('f')", ns)
+    assert ns["got"] is len
+    with pytest.raises(AssertionError, match="`g` is not defined yet: run the answer cell above first"):
+        exec("answers('f', 'g')", ns)
+    with pytest.raises(ValueError, match="identifiers"):
+        answers("not a name")
