@@ -185,6 +185,11 @@ def test_bad_config_raises():
         TrainConfig(d_model=30, heads=4).validate()
     with pytest.raises(ValueError):
         train(TrainConfig(world_size=0))
+    with pytest.raises(ValueError, match="compile"):
+        TrainConfig(world_size=2, tp=2, compile=True).validate()
+    with pytest.raises(ValueError, match="compile"):
+        TrainConfig(compile=1).validate()
+    assert parse_args(["--compile"]).compile and not parse_args([]).compile
     for argv in (["--amp", "fp8"], ["--local-batch", "0"], ["--steps", "x"]):
         with pytest.raises(SystemExit):
             parse_args(argv)

@@ -40,7 +40,9 @@ What a production script needs, each in a small function that the lab's exercise
 * determinism on a GPU: ``--deterministic`` (the default) switches torch's deterministic
   algorithms on in each CUDA rank (SDPA's flash and memory-efficient backward otherwise add
   with atomics, so two identical runs differ in the last bits and a resume is not bit-exact);
-  ``--no-deterministic`` trades that for speed. CPU ranks are deterministic either way.
+  ``--no-deterministic`` trades that for speed. CPU ranks are deterministic either way;
+* speed on a GPU: ``--compile`` runs each transformer block through ``torch.compile`` (in place,
+  so checkpoints keep their names; DDP runs only), and AdamW is ``fused`` on CUDA.
 """
 from __future__ import annotations
 
@@ -120,6 +122,7 @@ class TrainConfig:
     micro_batches: int | None = None   # per step and DP replica, run by 1F1B (None: pp)
     sp: bool = False                   # sequence parallelism in the TP blocks (needs tp >= 2)
     virtual_stages: int = 1            # model chunks per pipeline rank (> 1: interleaved 1F1B)
+    compile: bool = False              # torch.compile each transformer block (plain DDP runs; speed only)
 
     @property
     def dp(self) -> int:
@@ -191,6 +194,11 @@ class TrainConfig:
             raise ValueError(f"peak_flops must be positive FLOP/s, got {self.peak_flops!r}")
         if not isinstance(self.deterministic, bool):
             raise ValueError(f"deterministic must be True or False, got {self.deterministic!r}")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile must be True or False, got {self.compile!r}")
+        if self.compile and self.layout_run:
+            raise ValueError("compile=True compiles the blocks of the plain DDP run; it is not supported with "
+                             "tp, pp or micro_batches > 1")
         self._validate_layout()
         if self.corpus is not None and not Path(self.corpus).is_file():
             raise ValueError(f"corpus {self.corpus!r} is not a file")
@@ -268,6 +276,8 @@ def _build_parser() -> argparse.ArgumentParser:
     a("--timeout", type=float, default=d.timeout, help="seconds: run limit and collective timeout")
     a("--deterministic", action=argparse.BooleanOptionalAction, default=d.deterministic,
       help="GPU ranks: deterministic kernels, so runs and resumes are bit-exact (off: faster)")
+    a("--compile", action=argparse.BooleanOptionalAction, default=d.compile,
+      help="torch.compile each transformer block (DDP runs; fuses the norms, GELU and residual adds)")
     a("--tp", type=int, default=d.tp,
       help="tensor-parallel ranks per group (Megatron-style heads/MLP split); world = dp x tp x pp")
     a("--pp", type=int, default=d.pp, help="pipeline stages (1F1B schedule); must divide --layers")
@@ -717,8 +727,13 @@ def _rank_run(rank: int, world_size: int, cfg: TrainConfig, device: torch.device
         stage = tl.make_pipeline_stage(model, layout, cfg.local_batch // cfg.n_micro, cfg.seq_len, cfg.d_model, device)
     else:
         data = ShardedBatches(dataset, rank, world_size, cfg.local_batch, cfg.seed)
+        if cfg.compile:  # in place: the parameters' names, and so the checkpoints, stay the same
+            for block in model.blocks:
+                block.compile()
         ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    # fused=True on CUDA: one kernel for the whole update instead of a dozen per parameter list
+    optimizer = torch.optim.AdamW(ddp.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay,
+                                  **({"fused": True} if device.type == "cuda" else {}))
     scheduler = make_scheduler(optimizer, cfg)
     scaler = torch.amp.GradScaler(device.type) if cfg.amp == "fp16" else None
 
