@@ -1,0 +1,221 @@
+"""Test machinery of 12 exercises 2 (FP8 training, EXT-FP8): oracles from torch's own float8
+casts and closed forms, and probes that measure what an FP8 layer keeps and computes.
+
+A kit module, not withheld. The oracles (`saturated`, the `upstream_*` copies) are the course's
+own arithmetic; the test cells forbid the answers they grade from calling this module
+(`grading.no_delegation(task, probes_fp8)`), and swap the `upstream_*` copies in for earlier
+answers only (docs/GRADING.md rule 6: one slip costs one cell).
+
+- `limits(dtype)`: max normal, min normal, min subnormal of e4m3fn / e5m2 from the bit layout.
+- `saturated(x, dtype)`: torch's own round-to-nearest-even cast after clamping to +-max: the
+  bitwise oracle of a saturating cast (torch's e5m2 cast overflows to inf, its e4m3fn cast
+  saturates; clamping first makes both saturate).
+- `finite_values(dtype)`: the values of all finite codes of a format (from the 256 bit patterns).
+- `rounding_probes(dtype)`: every finite value, every midpoint between neighbours (ties go to
+  the even code), the float32 neighbours of each midpoint, and values beyond the range.
+- `bits(t)`: an fp8 tensor's codes as a flat int64 tensor, for bitwise comparison.
+- `exact_matmul(...)`: the float64 product of dequantised fp8 operands (per-tensor or MX block
+  scales), and `accumulation_bound(...)`: the error an fp32 accumulator may add, K eps32 sum|a||b|.
+- `SavedForBackward`: records the dtype and bytes of every tensor autograd saves in its block.
+- `gpt_logits_with(...)` / `train_losses(...)`: the course's tiny GPT (models.CheckpointedTransformer)
+  with its Linear layers through a given function, and a seeded training run in fp8 or bf16.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["E4M3", "E5M2", "SavedForBackward", "accumulation_bound", "bits", "exact_matmul", "finite_values",
+           "gpt_logits_with", "limits", "oracle_linear", "rounding_probes", "saturated", "tiny_gpt", "train_losses",
+           "upstream_fp8_linear", "upstream_quantize_tensorwise"]
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+_BITS = {E4M3: (4, 3), E5M2: (5, 2)}
+
+
+def limits(dtype) -> dict:
+    """{'max_normal', 'min_normal', 'min_subnormal'} from (exponent bits e, mantissa bits m),
+    bias 2^(e-1) - 1: e4m3fn uses the top exponent (only S.1111.111 is NaN), e5m2 reserves it."""
+    e, m = _BITS[dtype]
+    bias = 2 ** (e - 1) - 1
+    top = 2 ** e - 1 if dtype == E4M3 else 2 ** e - 2
+    mant = 2 - 2.0 ** (1 - m) if dtype == E4M3 else 2 - 2.0 ** -m
+    return {"max_normal": 2.0 ** (top - bias) * mant, "min_normal": 2.0 ** (1 - bias),
+            "min_subnormal": 2.0 ** (1 - bias - m)}
+
+
+def saturated(x: torch.Tensor, dtype) -> torch.Tensor:
+    """torch's cast after clamping to [-max, max]: the saturating cast, bit for bit."""
+    fmax = limits(dtype)["max_normal"]
+    return x.float().clamp(-fmax, fmax).to(dtype)
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """The codes of an fp8 tensor (flat int64); a tensor of another dtype gives its float values' codes
+    only if it is 1 byte wide, so compare dtypes first."""
+    return t.contiguous().view(torch.uint8).reshape(-1).long()
+
+
+def finite_values(dtype) -> torch.Tensor:
+    """The float32 values of every finite code of `dtype`, sorted, +0 once (253 for e4m3fn, 247 for e5m2)."""
+    v = torch.arange(256, dtype=torch.uint8).view(dtype).float()
+    v = v[torch.isfinite(v)]
+    return torch.unique(v)           # sorted; -0 and +0 merge
+
+
+def rounding_probes(dtype) -> torch.Tensor:
+    """Finite values, midpoints between neighbours (exact in float32), their float32 neighbours
+    just below and above, and out-of-range values (+-1.5 max, +-1e30, +-inf)."""
+    v = finite_values(dtype)
+    mid = (v[:-1] + v[1:]) / 2
+    below = torch.nextafter(mid, torch.full_like(mid, -math.inf))
+    above = torch.nextafter(mid, torch.full_like(mid, math.inf))
+    fmax = limits(dtype)["max_normal"]
+    far = torch.tensor([1.5 * fmax, -1.5 * fmax, 1e30, -1e30, math.inf, -math.inf])
+    return torch.cat([v, mid, below, above, far])
+
+
+def exact_matmul(qa, sa, qb, sb, block=None) -> torch.Tensor:
+    """float64 product of the dequantised operands: qa (M, K) fp8 with scale sa (scalar, or (M, K/block)),
+    qb (K, N) fp8 with scale sb (scalar, or (K/block, N))."""
+    a, b = qa.double(), qb.double()
+    if block is None:
+        return (a @ b) * (float(sa) * float(sb))
+    a = a * sa.double().repeat_interleave(block, dim=1)
+    b = b * sb.double().repeat_interleave(block, dim=0)
+    return a @ b
+
+
+def accumulation_bound(qa, sa, qb, sb, block=None, factor: float = 4.0) -> torch.Tensor:
+    """factor * K * eps32 * (|A| |B|): the most a float32 accumulation may differ from the exact sum
+    (a bf16 accumulator or bf16 output is ~2^8 times further off)."""
+    K = qa.shape[1]
+    mag = exact_matmul(qa.float().abs().to(qa.dtype), sa, qb.float().abs().to(qb.dtype), sb, block)
+    return factor * K * torch.finfo(torch.float32).eps * mag.abs()
+
+
+class SavedForBackward:
+    """`with SavedForBackward() as saved:` records (dtype, bytes) of each tensor autograd packs."""
+
+    def __enter__(self):
+        self.tensors: list[tuple[torch.dtype, int]] = []
+
+        def pack(t):
+            self.tensors.append((t.dtype, t.numel() * t.element_size()))
+            return t
+
+        self._ctx = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._ctx.__exit__(*exc)
+        return False
+
+    def count(self, *dtypes) -> int:
+        return sum(1 for d, _ in self.tensors if d in dtypes)
+
+    def bytes(self, *dtypes) -> int:
+        return sum(b for d, b in self.tensors if not dtypes or d in dtypes)
+
+
+# ------------------------------------------------------------ course copies (rule 6) and oracles
+
+def upstream_quantize_tensorwise(x: torch.Tensor, dtype=E4M3):
+    """The course's per-tensor current scaling: scale = amax / max (1 for zeros), q = saturated(x / scale)."""
+    xf = x.float()
+    amax = xf.abs().max() if xf.numel() else torch.tensor(0.0)
+    scale = (amax / limits(dtype)["max_normal"]).float() if amax > 0 else torch.tensor(1.0)
+    return saturated(xf / scale, dtype), scale
+
+
+class _UpstreamFP8Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, b):
+        qx, sx = upstream_quantize_tensorwise(x.detach(), E4M3)
+        qw, sw = upstream_quantize_tensorwise(w.detach(), E4M3)
+        ctx.save_for_backward(qx, sx, qw, sw)
+        ctx.has_bias = b is not None
+        y = (qx.float() @ qw.float().t()) * (sx * sw)
+        return y + b.float() if b is not None else y
+
+    @staticmethod
+    def backward(ctx, gy):
+        qx, sx, qw, sw = ctx.saved_tensors
+        qg, sg = upstream_quantize_tensorwise(gy.detach(), E5M2)
+        gx = (qg.float() @ qw.float()) * (sg * sw)
+        dw = (qg.float().reshape(-1, qg.shape[-1]).t() @ qx.float().reshape(-1, qx.shape[-1])) * (sg * sx)
+        db = gy.float().reshape(-1, gy.shape[-1]).sum(0) if ctx.has_bias else None
+        return gx, dw, db
+
+
+def upstream_fp8_linear(x, weight, bias=None):
+    """The course's FP8 linear (e4m3 forward, e5m2 gradients, per-tensor current scaling)."""
+    return _UpstreamFP8Linear.apply(x, weight, bias)
+
+
+def oracle_linear(x, w, b, gy, grad_dtype=E5M2) -> dict:
+    """float64 y, dx, dw, db of the FP8 linear from saturated casts (x, w in e4m3, dY in grad_dtype)."""
+    qx, sx = upstream_quantize_tensorwise(x, E4M3)
+    qw, sw = upstream_quantize_tensorwise(w, E4M3)
+    qg, sg = upstream_quantize_tensorwise(gy, grad_dtype)
+    X, W, G = qx.double() * float(sx), qw.double() * float(sw), qg.double() * float(sg)
+    y = X @ W.t() + (b.double() if b is not None else 0.0)
+    G2, X2 = G.reshape(-1, G.shape[-1]), X.reshape(-1, X.shape[-1])
+    return {"y": y, "dx": G @ W, "dw": G2.t() @ X2, "db": gy.double().reshape(-1, gy.shape[-1]).sum(0)}
+
+
+def tiny_gpt(seed: int = 0):
+    """The course's tiny GPT (models.CheckpointedTransformer): vocab 32, width 32, 4 heads, 2 layers."""
+    from .models import CheckpointedTransformer
+    return CheckpointedTransformer(vocab=32, hidden=32, heads=4, layers=2, max_seq=32, seed=seed)
+
+
+def gpt_logits_with(model: nn.Module, idx: torch.Tensor, linear) -> torch.Tensor:
+    """The model's logits with every nn.Linear computed as linear(x, weight, bias) (forwards restored after)."""
+    saved = []
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            saved.append((m, m.__dict__.get("forward")))
+            m.forward = (lambda mod: (lambda x: linear(x, mod.weight, mod.bias)))(m)
+    try:
+        with torch.no_grad():
+            return model(idx)
+    finally:
+        for m, f in saved:
+            if f is None:
+                m.__dict__.pop("forward", None)
+            else:
+                m.forward = f
+
+
+def patterned_batch(gen, batch=8, seq=32, vocab=32):
+    """Sequences t_{i+1} = t_i + c mod vocab (c in 1..3): a task the tiny GPT learns in a few dozen steps."""
+    start = torch.randint(0, vocab, (batch, 1), generator=gen)
+    step = torch.randint(1, 4, (batch, 1), generator=gen)
+    return (start + step * torch.arange(seq + 1)) % vocab
+
+
+def train_losses(model: nn.Module, steps: int, seed: int, bf16: bool = False, lr: float = 3e-3) -> list[float]:
+    """AdamW (fp32 state) on patterned batches; bf16=True runs the forward under CPU autocast."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    for _ in range(steps):
+        seq = patterned_batch(gen)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(seq[:, :-1])
+        loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), seq[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def on_e4m3_grid(t: torch.Tensor) -> float:
+    """Fraction of t's entries that a per-tensor e4m3 round trip leaves unchanged (1.0: t holds fp8 values)."""
+    q, s = upstream_quantize_tensorwise(t.detach(), E4M3)
+    return float((q.float() * s == t.detach().float()).float().mean())
