@@ -56,6 +56,8 @@ WITHHELD: dict[str, tuple[str, ...]] = {
     "dist.context_parallel": ("causal_pairs_per_rank", "merge_partials", "ring_attention", "zigzag_indices"),
     "dist.mesh": ("average_gradients", "init_mesh", "mesh_coordinates"),
     "dist.pipeline": ("InterleavedStage", "PipelineStage", "run_1f1b", "run_afab", "schedule_order"),
+    "fp8": ("DelayedScaler", "FP8LinearFunction", "cast_counts", "convert_to_fp8", "fp8_cast", "fp8_linear",
+            "fp8_matmul", "quantize_mx", "quantize_tensorwise"),
     "memory": ("activation_bytes_per_layer", "checkpoint_epoch_time", "checkpoint_layout_bytes",
                "checkpointed_activation_bytes", "fits_on", "min_zero_stage", "model_state_bytes", "optimal_interval",
                "optimal_segment_interval", "predicted_transformer_activation_bytes", "recompute_overhead",
