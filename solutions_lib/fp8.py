@@ -49,7 +49,7 @@ import torch
 from torch import nn
 
 __all__ = ["DelayedScaler", "FP8LinearFunction", "bench_fp8", "cast_counts", "convert_to_fp8", "dequantize_mx",
-           "fp8_cast", "fp8_limits", "fp8_linear", "fp8_matmul", "outlier_channel_errors", "quantize_mx",
+           "fp8_cast", "fp8_gemm", "fp8_limits", "fp8_linear", "fp8_matmul", "outlier_channel_errors", "quantize_mx",
            "quantize_tensorwise", "train_compare"]
 
 _BITS = {torch.float8_e4m3fn: (4, 3), torch.float8_e5m2: (5, 2)}
@@ -166,30 +166,47 @@ def dequantize_mx(q: torch.Tensor, scales: torch.Tensor, block: int = 32) -> tor
     return (qb * scales.float().unsqueeze(-1)).reshape(q.shape)
 
 
-def fp8_matmul(a: torch.Tensor, b: torch.Tensor, block: int | None = None) -> torch.Tensor:
-    """a (M, K) @ b (K, N) with both operands quantised to e4m3 and fp32 accumulation.
+def fp8_matmul(qa: torch.Tensor, sa, qb: torch.Tensor, sb, block: int | None = None) -> torch.Tensor:
+    """The FP8 GEMM of a tensor core, emulated: fp8 operands, fp32 accumulation, scales applied.
 
-    block=None: per-tensor current scaling, out = (q_a q_b) s_a s_b. block=k: MX scaling of a's
-    rows and b's columns along K, out = sum over K-blocks j of (q_a[:, j] q_b[j, :]) X_a[:, j] X_b[j, :]."""
-    for name, t in (("a", a), ("b", b)):
-        _check_tensor(t, name)
-        if t.dim() != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(f"inner dims differ: a {tuple(a.shape)}, b {tuple(b.shape)}")
+    qa (M, K) and qb (K, N) are fp8 tensors. block=None: sa and sb are per-tensor scales
+    (numbers or 1-element tensors), out = (qa qb) sa sb. block=k: MX scales along K, sa (M, K/k)
+    and sb (K/k, N), out[i, n] = sum over K-blocks j of (qa[i, j-block] . qb[j-block, n]) sa[i, j] sb[j, n].
+    Returns float32 (M, N)."""
+    for name, t in (("qa", qa), ("qb", qb)):
+        if not isinstance(t, torch.Tensor) or t.dtype not in _BITS or t.dim() != 2:
+            raise ValueError(f"{name} must be a 2-D float8_e4m3fn/e5m2 tensor, got "
+                             f"{getattr(t, 'dtype', type(t).__name__)} {tuple(getattr(t, 'shape', ()))}")
+    if qa.shape[1] != qb.shape[0]:
+        raise ValueError(f"inner dims differ: qa {tuple(qa.shape)}, qb {tuple(qb.shape)}")
+    M, K = qa.shape
+    N = qb.shape[1]
+    if block is None:
+        sa_, sb_ = (torch.as_tensor(s).float().reshape(-1) for s in (sa, sb))
+        if sa_.numel() != 1 or sb_.numel() != 1:
+            raise ValueError("per-tensor scales must be single numbers")
+        return (qa.float() @ qb.float()) * (sa_[0] * sb_[0])
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1 or K % block:
+        raise ValueError(f"block must be a whole number >= 1 that divides K={K}, got {block!r}")
+    nb = K // block
+    sa_, sb_ = torch.as_tensor(sa).float(), torch.as_tensor(sb).float()
+    if tuple(sa_.shape) != (M, nb) or tuple(sb_.shape) != (nb, N):
+        raise ValueError(f"block scales must have shapes {(M, nb)} and {(nb, N)}, got {tuple(sa_.shape)}, {tuple(sb_.shape)}")
+    pa = qa.float().reshape(M, nb, block).transpose(0, 1)          # (nb, M, k)
+    pb = qb.float().reshape(nb, block, N)                          # (nb, k, N)
+    partial = torch.bmm(pa, pb)                                   # (nb, M, N), fp32 accumulation
+    return (partial * sa_.t().unsqueeze(-1) * sb_.unsqueeze(1)).sum(0)
+
+
+def fp8_gemm(a: torch.Tensor, b: torch.Tensor, block: int | None = None) -> torch.Tensor:
+    """a (M, K) @ b (K, N) with both operands quantised to e4m3 (per tensor, or MX blocks along K)."""
     if block is None:
         qa, sa = quantize_tensorwise(a)
         qb, sb = quantize_tensorwise(b)
-        return (qa.float() @ qb.float()) * (sa * sb)
-    qa, sa = quantize_mx(a, block)                 # (M, K), (M, K/k)
-    qb, sb = quantize_mx(b.t(), block)             # (N, K), (N, K/k)
-    M, K = a.shape
-    N = b.shape[1]
-    nb = K // block
-    pa = qa.float().reshape(M, nb, block).transpose(0, 1)          # (nb, M, k)
-    pb = qb.float().reshape(N, nb, block).permute(1, 2, 0)         # (nb, k, N)
-    partial = torch.bmm(pa, pb)                                   # (nb, M, N), fp32
-    return (partial * sa.t().unsqueeze(-1) * sb.t().unsqueeze(1)).sum(0)
+        return fp8_matmul(qa, sa, qb, sb)
+    qa, sa = quantize_mx(a, block)
+    qbt, sbt = quantize_mx(b.t(), block)
+    return fp8_matmul(qa, sa, qbt.t(), sbt.t(), block)
 
 
 class FP8LinearFunction(torch.autograd.Function):

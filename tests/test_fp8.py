@@ -75,7 +75,14 @@ def test_bad_dtype_and_block_raise():
     with pytest.raises(ValueError):
         fp8.DelayedScaler(E4M3, 0)
     with pytest.raises(ValueError):
-        fp8.fp8_matmul(torch.ones(2, 3), torch.ones(4, 2))
+        fp8.fp8_gemm(torch.ones(2, 3), torch.ones(4, 2))
+    q = torch.ones(2, 64).to(E4M3)
+    with pytest.raises(ValueError):
+        fp8.fp8_matmul(q, 1.0, q, 1.0)
+    with pytest.raises(ValueError):
+        fp8.fp8_matmul(q, torch.ones(2, 2), q.t().contiguous(), torch.ones(2, 3), 32)
+    with pytest.raises(ValueError):
+        fp8.fp8_matmul(q, torch.ones(2, 2), q.t().contiguous(), torch.ones(2, 2), 48)
     with pytest.raises(ValueError):
         fp8.convert_to_fp8("model")
 
@@ -129,7 +136,7 @@ def test_outlier_channel_breaks_per_tensor_not_block():
 def test_matmul_is_the_exact_product_up_to_fp32_accumulation(block):
     g = torch.Generator().manual_seed(3)
     a, b = torch.randn(8, 64, generator=g), torch.randn(64, 5, generator=g) * 100
-    out = fp8.fp8_matmul(a, b, block)
+    out = fp8.fp8_gemm(a, b, block)
     assert out.dtype == torch.float32
     if block is None:
         (qa, sa), (qb, sb) = fp8.quantize_tensorwise(a), fp8.quantize_tensorwise(b)
@@ -141,6 +148,7 @@ def test_matmul_is_the_exact_product_up_to_fp32_accumulation(block):
     assert torch.all((out.double() - exact).abs() <= P.accumulation_bound(qa, sa, qb, sb, block))
     bf = (exact.to(torch.bfloat16).double() - exact).abs()
     assert torch.any(bf > P.accumulation_bound(qa, sa, qb, sb, block))     # a bf16 output would be caught
+    assert torch.equal(fp8.fp8_matmul(qa, sa, qb, sb, block), out)
 
 
 def test_fp8_linear_matches_the_oracle_and_saves_only_fp8():
