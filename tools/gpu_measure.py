@@ -16,6 +16,9 @@ Parts:
             through the CLI (metrics.jsonl losses, final DCP checkpoints tensor by tensor)
   memory    estimate_memory_consumption CPU vs CUDA; `python -m solutions_lib bench memory`
   large     a GPU-sized GPT (d_model 1024, 16 layers, seq 1024, batch 16) in bf16 / fp16 / fp32
+  mfu       that GPT in bf16: eager vs --compile, deterministic or not, batch 16 and 32
+  attention the Triton FlashAttention-2 kernels: correctness vs SDPA, a launch-config sweep, 1k-16k times
+  tritonlab the lab's student-level Triton kernels (solutions_lib.triton_kernels.bench_triton) vs torch
 GPU_MEASURE_SMALL=1 shrinks everything (gloo, tiny models) so the script can be checked on a
 CPU machine first; GPU_MEASURE_TESTS="a.py b.py" picks the pytest part's files.
 """
@@ -329,9 +332,149 @@ def part_large(res, tmp):
     res["large"] = rows
 
 
+def part_mfu(res, tmp):
+    """The 203M model in bf16: eager vs --compile, deterministic or not, and a larger batch (issue 29's
+    MFU goal, >= 40%). Runs of 60 steps; the median step excludes the first (compilation)."""
+    from solutions_lib.dist.train import CharCorpus, TrainConfig, default_corpus_text, train
+    vocab = CharCorpus(default_corpus_text()).vocab
+    big = dict(LARGE)
+    runs = [(False, False, 16, 50), (False, True, 16, 60), (True, True, 16, 60), (False, True, 32, 40)]
+    backend = None
+    if _small_cpu():
+        big.update(d_model=64, layers=2, heads=2, seq_len=64, base_batch=4)
+        runs = [(d, c, 4, 6) for d, c, _, _ in runs][:2]
+        backend = "gloo"
+    rows = []
+    for det, comp, batch, steps in runs:
+        cfg = TrainConfig(steps=steps, warmup=min(20, steps // 4), amp="bf16", deterministic=det, compile=comp,
+                          progress=False, peak_flops=PEAK_BF16, timeout=500.0, backend=backend,
+                          **dict(big, local_batch=batch))
+        t0 = time.time()
+        try:
+            r = train(cfg, out=str(tmp / f"m_{det}_{comp}_{batch}"))
+        except Exception as e:  # noqa: BLE001
+            print(f"mfu det={det} compile={comp} batch={batch}: {type(e).__name__}: {str(e)[-3000:]}", flush=True)
+            rows.append({"deterministic": det, "compile": comp, "local_batch": batch, "error": str(e)[-600:]})
+            continue
+        row = dict(_summ(cfg, r, vocab), compile=comp, local_batch=batch, total_s=time.time() - t0)
+        rows.append(row)
+        print(f"MFU det={det} compile={comp} batch={batch}: step {row['median_step_ms']:.1f} ms, "
+              f"{row['median_tokens_per_s']:,.0f} tok/s, MFU {100 * row['mfu_palm_vs_bf16_peak']:.1f}%, "
+              f"peak {row['peak_cuda_MiB']:.0f} MiB, final loss {row['final_loss']:.4f}, {row['total_s']:.0f} s",
+              flush=True)
+    res["mfu"] = rows
+
+
+def part_attention(res, tmp):
+    """The Triton FlashAttention-2 kernels: correctness vs SDPA, a launch-config sweep per kernel at
+    4k and 16k (causal bf16, batch 1, 8 heads, d 64), then the 1k-16k sweep with the best configs."""
+    import torch
+    import torch.nn.functional as F
+    from solutions_lib import attention as A
+    from solutions_lib import attention_triton as T
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    small = _small_cpu()
+    out = {"correctness": [], "tune": {}, "sweep": []}
+    for dt in (torch.float16, torch.bfloat16):
+        for shape in ((2, 4, 256, 64), (1, 3, 1000, 64), (1, 2, 77, 128)) if not small else ((1, 1, 40, 16),):
+            for causal in (False, True):
+                g = torch.Generator().manual_seed(0)
+                q, k, v, do = (torch.randn(*shape, generator=g).to(dev, dt) for _ in range(4))
+                o, lse = T.flash_attention_forward(q, k, v, causal)
+                grads = T.flash_attention_backward(q, k, v, o, lse, do, causal)
+                qs, ks, vs = (t.float().requires_grad_() for t in (q, k, v))
+                ref = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+                refs = (ref, *torch.autograd.grad(ref, (qs, ks, vs), do.float()))
+                qs, ks, vs = (t.clone().requires_grad_() for t in (q, k, v))
+                low = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+                lows = (low, *torch.autograd.grad(low, (qs, ks, vs), do))
+                err = [float((a.float() - b.detach()).abs().max()) for a, b in zip((o, *grads), refs)]
+                yard = [float((a.detach().float() - b.detach()).abs().max()) for a, b in zip(lows, refs)]
+                row = {"dtype": str(dt), "shape": shape, "causal": causal, "triton": err, "sdpa_low": yard,
+                       "ok": all(e <= 2 * y + 2e-3 for e, y in zip(err, yard))}
+                out["correctness"].append(row)
+                print(f"correct {row['dtype']:>15} {shape} causal={causal}: triton {['%.1e' % e for e in err]} "
+                      f"sdpa-low {['%.1e' % e for e in yard]} {'ok' if row['ok'] else 'CHECK'}", flush=True)
+    if dev != "cuda":
+        res["attention"] = out
+        return
+    from triton.testing import do_bench
+    cands = {"fwd": [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 4),
+                     (128, 64, 8, 4), (128, 128, 8, 2), (256, 64, 8, 3)],
+             "dkdv": [(64, 128, 8, 3), (32, 128, 4, 3), (64, 64, 4, 3), (32, 64, 4, 4), (64, 128, 4, 2),
+                      (128, 128, 8, 2), (64, 128, 8, 2)],
+             "dq": [(128, 64, 8, 3), (128, 32, 4, 3), (64, 64, 4, 3), (128, 64, 4, 2), (64, 32, 4, 4),
+                    (128, 128, 8, 2)]}
+    best = dict(T.CONFIGS_16)
+    for s in (4096, 16384):
+        g = torch.Generator().manual_seed(1)
+        q, k, v, do = (torch.randn(1, 8, s, 64, generator=g).to(dev, torch.bfloat16) for _ in range(4))
+        o, lse = T.flash_attention_forward(q, k, v, True)
+        for kern in ("fwd", "dkdv", "dq"):
+            times = {}
+            for c in cands[kern]:
+                T.CONFIGS_16.update(best)
+                T.CONFIGS_16[kern] = c
+                fn = ((lambda: T.flash_attention_forward(q, k, v, True)) if kern == "fwd"
+                      else (lambda: T.flash_attention_backward(q, k, v, o, lse, do, True)))
+                try:
+                    times[c] = do_bench(fn, warmup=10, rep=40)
+                except Exception as e:  # noqa: BLE001 - a config that does not fit (shared memory)
+                    times[c] = float("inf")
+                    print(f"tune {kern} {c}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            out["tune"][f"{kern}@{s}"] = {str(c): t for c, t in times.items()}
+            if s == 16384:
+                best[kern] = min(times, key=times.get)
+            print(f"tune s={s} {kern}: " + ", ".join(f"{c}: {t:.3f} ms" for c, t in sorted(times.items(), key=lambda x: x[1])),
+                  flush=True)
+        sd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+        print(f"sdpa fwd s={s}: {do_bench(sd, warmup=10, rep=40):.3f} ms", flush=True)
+    T.CONFIGS_16.update(best)
+    out["best"] = {k: list(c) for k, c in best.items()}
+    print(f"best configs: {best}", flush=True)
+    for s in (1024, 2048, 4096, 8192, 16384):
+        g = torch.Generator().manual_seed(2)
+        q, k, v, do = (torch.randn(1, 8, s, 64, generator=g).to(dev, torch.bfloat16).requires_grad_() for _ in range(4))
+        def fb_sdpa():
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            torch.autograd.grad(y, (q, k, v), do)
+        def fb_tri():
+            y = A.FlashAttention2.apply(q, k, v, True, None, "triton")
+            torch.autograd.grad(y, (q, k, v), do)
+        def f_tri():
+            T.flash_attention_forward(q, k, v, True)
+        def f_sdpa():
+            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        r = {"seq": s, "sdpa_fb_ms": do_bench(fb_sdpa, warmup=10, rep=50), "triton_fb_ms": do_bench(fb_tri, warmup=10, rep=50),
+             "sdpa_f_ms": do_bench(f_sdpa, warmup=10, rep=50), "triton_f_ms": do_bench(f_tri, warmup=10, rep=50)}
+        r["speed_vs_sdpa_fb"] = r["sdpa_fb_ms"] / r["triton_fb_ms"]
+        r["speed_vs_sdpa_f"] = r["sdpa_f_ms"] / r["triton_f_ms"]
+        out["sweep"].append(r)
+        print(f"sweep s={s}: fwd+bwd sdpa {r['sdpa_fb_ms']:.3f} ms, triton {r['triton_fb_ms']:.3f} ms "
+              f"({r['speed_vs_sdpa_fb']:.2f}x SDPA's speed); fwd sdpa {r['sdpa_f_ms']:.3f}, triton {r['triton_f_ms']:.3f} "
+              f"({r['speed_vs_sdpa_f']:.2f}x)", flush=True)
+    res["attention"] = out
+
+
+def part_tritonlab(res, tmp):
+    """The Triton kernels of the course's lab (solutions_lib.triton_kernels.bench_triton), timed against torch."""
+    import importlib
+    try:
+        mod = importlib.import_module("solutions_lib.triton_kernels")
+    except ImportError as e:
+        print(f"tritonlab: {e}", flush=True)
+        res["tritonlab"] = {"error": str(e)}
+        return
+    lines = []
+    ok = mod.bench_triton(out=lambda *a: (lines.append(" ".join(map(str, a))), print(*a, flush=True)))
+    res["tritonlab"] = {"ok": ok, "lines": lines}
+
+
 PARTS = {"env": part_env, "fork": part_fork, "pytest": part_pytest, "plain": part_plain,
-         "torchrun": part_torchrun, "memory": part_memory, "large": part_large}
-BUDGET = {"env": 60, "fork": 60, "pytest": 450, "plain": 420, "torchrun": 360, "memory": 240, "large": 400}
+         "torchrun": part_torchrun, "memory": part_memory, "large": part_large, "mfu": part_mfu,
+         "attention": part_attention, "tritonlab": part_tritonlab}
+BUDGET = {"env": 60, "fork": 60, "pytest": 450, "plain": 420, "torchrun": 360, "memory": 240, "large": 400, "mfu": 330, "attention": 240,
+          "tritonlab": 180}
 
 
 def _child(name, result_file):
