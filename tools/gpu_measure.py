@@ -338,7 +338,7 @@ def part_mfu(res, tmp):
     from solutions_lib.dist.train import CharCorpus, TrainConfig, default_corpus_text, train
     vocab = CharCorpus(default_corpus_text()).vocab
     big = dict(LARGE)
-    runs = [(False, False, 16, 50), (False, True, 16, 60), (True, True, 16, 60), (False, True, 32, 40)]
+    runs = [(False, False, 16, 40), (False, True, 16, 50), (True, True, 16, 50), (False, True, 32, 30)]
     backend = None
     if _small_cpu():
         big.update(d_model=64, layers=2, heads=2, seq_len=64, base_batch=4)
