@@ -49,6 +49,7 @@ WITHHELD: dict[str, tuple[str, ...]] = {
              "pack_documents", "pack_sequences", "packing_utilization", "quality_flags", "token_budget"),
     # not debugging.clip_grad_norm: the kit's train_small/resume_matches (which 09's answers may use) clip with it
     "debugging": ("causal_mask_problems", "label_shift_problems", "padding_mask_problems", "run_launch_checklist"),
+    "dist.expert_parallel": ("ep_moe",),
     "dist.fsdp": ("FSDP",),
     "dist.zero": ("ShardedOptimizer",),
     "dist.comm_bound": ("dp_crossover_from", "predicted_dp_crossover", "time_dp_step", "time_tp_mlp",
@@ -62,6 +63,8 @@ WITHHELD: dict[str, tuple[str, ...]] = {
                "checkpointed_activation_bytes", "fits_on", "min_zero_stage", "model_state_bytes", "optimal_interval",
                "optimal_segment_interval", "predicted_transformer_activation_bytes", "recompute_overhead",
                "segment_checkpoint_bytes", "training_memory", "zero_bytes_per_rank", "zero_table"),
+    "moe": ("balancing_loss", "biased_route", "capacity_keep", "expert_capacity", "load_report", "moe_layer",
+            "router_z_loss", "top_k_route", "update_bias"),
     "numerics": ("accumulate_updates", "ieee_limits", "scaled_roundtrip", "simulate_grad_scaler", "trailing_median"),
     "optim": ("adamw_step", "clip_grad_norm", "trust_ratio"),
     "parallel": ("best_layout", "candidate_layouts", "cp_comm_compute_times", "cp_crossover_tokens", "layer_comm_bytes",
