@@ -29,7 +29,9 @@ from torch import nn
 
 __all__ = ["E4M3", "E5M2", "SavedForBackward", "accumulation_bound", "bits", "exact_matmul", "finite_values",
            "gpt_logits_with", "limits", "oracle_linear", "rounding_probes", "saturated", "tiny_gpt", "train_losses",
-           "upstream_fp8_linear", "upstream_quantize_tensorwise"]
+           "upstream_fp8_linear", "upstream_fp8_matmul", "upstream_quantize_tensorwise", "accumulation_excess",
+           "forbidden_except", "not_powers_of_two", "on_e4m3_grid", "ordinary_channel_error", "outlier_activation",
+           "patterned_batch"]
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 _BITS = {E4M3: (4, 3), E5M2: (5, 2)}
@@ -219,3 +221,64 @@ def on_e4m3_grid(t: torch.Tensor) -> float:
     """Fraction of t's entries that a per-tensor e4m3 round trip leaves unchanged (1.0: t holds fp8 values)."""
     q, s = upstream_quantize_tensorwise(t.detach(), E4M3)
     return float((q.float() * s == t.detach().float()).float().mean())
+
+
+def upstream_fp8_matmul(qa, sa, qb, sb, block=None):
+    """The course's emulated FP8 GEMM: dequantise (exact: power-of-two or scalar scales) and multiply in fp32."""
+    a, b = qa.float(), qb.float()
+    if block is None:
+        return (a @ b) * (torch.as_tensor(sa).float().reshape(()) * torch.as_tensor(sb).float().reshape(()))
+    nb = a.shape[1] // block
+    pa = a.reshape(a.shape[0], nb, block).transpose(0, 1)
+    pb = b.reshape(nb, block, b.shape[1])
+    sa, sb = torch.as_tensor(sa).float(), torch.as_tensor(sb).float()
+    return (torch.bmm(pa, pb) * sa.t().unsqueeze(-1) * sb.unsqueeze(1)).sum(0)
+
+
+def accumulation_excess(out, qa, sa, qb, sb, block=None) -> float:
+    """max |out - exact| / accumulation_bound: <= 1 for an fp32 accumulation (inf for a non-finite out)."""
+    exact = exact_matmul(qa, sa, qb, sb, block)
+    bound = accumulation_bound(qa, sa, qb, sb, block) + 1e-300
+    o = out.detach().double()
+    if o.shape != exact.shape or not torch.isfinite(o).all():
+        return math.inf
+    return float(((o - exact).abs() / bound).max())
+
+
+def not_powers_of_two(scales: torch.Tensor) -> int:
+    """How many entries of `scales` (fp32 or float8_e8m0fnu) are not positive powers of two."""
+    s = scales.detach().float()
+    m, _ = torch.frexp(s)
+    return int(((m != 0.5) | (s <= 0) | ~torch.isfinite(s)).sum())
+
+
+def ordinary_channel_error(x: torch.Tensor, deq: torch.Tensor) -> float:
+    """Relative RMS error on rows 1.. of x (row 0 is the outlier channel)."""
+    return float((deq[1:].double() - x[1:].double()).norm() / x[1:].double().norm())
+
+
+def outlier_activation(seed: int, channels: int = 16, tokens: int = 256, outlier: float = 2.0 ** 17) -> torch.Tensor:
+    """(channels, tokens) N(0, 1) activations whose channel 0 is `outlier` times larger."""
+    x = torch.randn(channels, tokens, generator=torch.Generator().manual_seed(seed))
+    x[0] *= outlier
+    return x
+
+
+def forbidden_except(*allowed) -> tuple:
+    """The oracles and course copies of this module that an answer may not call, except `allowed`
+    (the copies a test cell swaps in for earlier answers): pass them to `grading.no_delegation`.
+    The autograd Function is listed by its forward and backward (its class dict is cyclic)."""
+    every = (saturated, upstream_quantize_tensorwise, upstream_fp8_matmul, upstream_fp8_linear,
+             _UpstreamFP8Linear.forward, _UpstreamFP8Linear.backward, oracle_linear, exact_matmul, gpt_logits_with, train_losses)
+    return tuple(f for f in every if f not in allowed)
+
+
+#: the course copies a test of convert_to_fp8 swaps in (allowed there, forbidden elsewhere)
+LINEAR_COPIES = (saturated, upstream_quantize_tensorwise, upstream_fp8_matmul, upstream_fp8_linear,
+                 _UpstreamFP8Linear.forward, _UpstreamFP8Linear.backward)
+
+
+def same_parameters(model: nn.Module, before: list) -> int:
+    """How many of `before` (a list of Parameters) are, in order, the very objects model.parameters() yields."""
+    now = list(model.parameters())
+    return sum(1 for a, b in zip(now, before) if a is b) if len(now) == len(before) else -1
