@@ -286,8 +286,10 @@ def _setup(q, k, v, scale):
 
 
 #: Launch settings per kernel for 16-bit inputs: (BLOCK_M, BLOCK_N, num_warps, num_stages);
-#: BLOCK_M counts query rows, BLOCK_N key rows. Chosen by `tune` on an H200 (docs/attention_bench_2026-11.md).
-CONFIGS_16 = {"fwd": (128, 64, 8, 3), "dkdv": (64, 128, 8, 3), "dq": (128, 64, 8, 3)}
+#: BLOCK_M counts query rows, BLOCK_N key rows. The fastest of 6-8 candidates per kernel at s = 16k
+#: (causal bf16, head dim 64) on an H200, `tools/gpu_measure.py --parts attention`
+#: (docs/attention_bench_2026-11.md).
+CONFIGS_16 = {"fwd": (64, 64, 4, 3), "dkdv": (64, 64, 4, 3), "dq": (64, 64, 4, 3)}
 #: fp32 inputs (IEEE products, twice the registers per element): smaller tiles.
 CONFIGS_32 = {"fwd": (64, 32, 4, 2), "dkdv": (64, 32, 4, 2), "dq": (64, 32, 4, 2)}
 LOG2E = 1.4426950408889634
@@ -300,8 +302,9 @@ def _config(kernel, dtype, block_m, block_n):
 
 def _shape_meta(s_q, s_k, d, dv, bm, bn, causal, prec):
     """The kernels' shape arguments: S_Q_FULL, S_K_FULL = the rows covered by whole blocks."""
-    return dict(S_Q_FULL=s_q // bm * bm, S_K_FULL=s_k // bn * bn,D=d, DV=dv, CAUSAL=bool(causal), EVEN_M=s_q % bm == 0, EVEN_N=s_k % bn == 0, BLOCK_M=bm,
-                BLOCK_N=bn, BLOCK_D=_pad(d), BLOCK_DV=_pad(dv), PRECISION=prec)
+    return dict(S_Q_FULL=s_q // bm * bm, S_K_FULL=s_k // bn * bn, D=d, DV=dv, CAUSAL=bool(causal),
+                EVEN_M=s_q % bm == 0, EVEN_N=s_k % bn == 0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=_pad(d),
+                BLOCK_DV=_pad(dv), PRECISION=prec)
 
 
 def flash_attention_forward(q, k, v, causal: bool = False, scale: float | None = None,
