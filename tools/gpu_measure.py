@@ -339,6 +339,9 @@ def part_mfu(res, tmp):
     vocab = CharCorpus(default_corpus_text()).vocab
     big = dict(LARGE)
     runs = [(False, False, 16, 40), (False, True, 16, 50), (True, True, 16, 50), (False, True, 32, 30)]
+    if os.environ.get("GPU_MEASURE_MFU_RUNS"):  # "det,compile,batch,steps;..." with det/compile as 0/1
+        runs = [(bool(int(a)), bool(int(b)), int(c), int(d))
+                for a, b, c, d in (r.split(",") for r in os.environ["GPU_MEASURE_MFU_RUNS"].split(";"))]
     backend = None
     if _small_cpu():
         big.update(d_model=64, layers=2, heads=2, seq_len=64, base_batch=4)
@@ -406,7 +409,14 @@ def part_attention(res, tmp):
              "dq": [(128, 64, 8, 3), (128, 32, 4, 3), (64, 64, 4, 3), (128, 64, 4, 2), (64, 32, 4, 4),
                     (128, 128, 8, 2)]}
     best = dict(T.CONFIGS_16)
-    for s in () if os.environ.get("GPU_MEASURE_NO_TUNE") == "1" else (4096, 16384):
+    if os.environ.get("GPU_MEASURE_TUNE") == "near":  # around the configs the first sweep chose
+        cands = {"fwd": [(64, 64, 4, 3), (64, 64, 4, 4), (64, 128, 4, 3), (128, 64, 8, 4), (64, 64, 8, 3)],
+                 "dkdv": [(64, 64, 4, 3), (64, 64, 4, 4), (64, 64, 8, 3), (128, 64, 8, 3), (64, 32, 4, 3),
+                          (32, 64, 4, 3)],
+                 "dq": [(64, 64, 4, 3), (64, 64, 4, 4), (64, 64, 8, 3), (64, 128, 4, 3), (32, 64, 4, 3),
+                        (64, 32, 4, 3)]}
+    tune_at = {"0": (), "near": (16384,)}.get(os.environ.get("GPU_MEASURE_TUNE", ""), (4096, 16384))
+    for s in tune_at:
         g = torch.Generator().manual_seed(1)
         q, k, v, do = (torch.randn(1, 8, s, 64, generator=g).to(dev, torch.bfloat16) for _ in range(4))
         o, lse = T.flash_attention_forward(q, k, v, True)
