@@ -184,7 +184,30 @@ def cheat(out=print, assignments=None) -> bool:
     return cheat_main(assignments, out=out)
 
 
-BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel}
+def moe(out=print) -> bool:
+    """Lab part 3: expert parallelism on gloo ranks, bytes per step, imbalance and step time vs prediction."""
+    from .dist.expert_parallel import bench_moe
+
+    return bench_moe(out=out)
+
+
+def fp8(out=print) -> bool:
+    """Lab part 3: FP8 casts and scalings, their errors, and the loss gap of FP8 training vs bf16."""
+    from .fp8 import bench_fp8
+
+    return bench_fp8(out=out)
+
+
+def triton(out=print) -> bool:
+    """Lab part 3: the Triton kernels of assignment 12 (timed against torch on CUDA; a correctness pass in
+    Triton's interpreter on CPU)."""
+    from .triton_kernels import bench_triton
+
+    return bench_triton(out=out)
+
+
+BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel,
+           "moe": moe, "fp8": fp8, "triton": triton}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
 
