@@ -83,6 +83,9 @@ WITHHELD: dict[str, tuple[str, ...]] = {
                   "diagnose_lr_trace", "fit_schedule_to_budget", "inverse_sqrt", "linear_warmup", "one_cycle",
                   "polynomial_decay", "sgdr_restarts", "step_decay", "steps_from_fraction", "tokens_before_cooldown", "warmup_cosine",
                   "wsd"),
+    # the kernels too: the answers are Triton code, so the student edition must not ship them
+    "triton_kernels": ("_attention_fwd_kernel", "_ce_fwd_kernel", "_ce_grad_kernel", "_matmul_kernel", "_softmax_kernel",
+                       "cross_entropy", "cross_entropy_grad", "flash_attention", "matmul", "softmax"),
 }
 
 
