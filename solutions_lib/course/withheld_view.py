@@ -65,6 +65,8 @@ WITHHELD: dict[str, tuple[str, ...]] = {
                "segment_checkpoint_bytes", "training_memory", "zero_bytes_per_rank", "zero_table"),
     "moe": ("balancing_loss", "biased_route", "capacity_keep", "expert_capacity", "load_report", "moe_layer",
             "router_z_loss", "top_k_route", "update_bias"),
+    "moe_fp8_theory": ("capacity_report", "ep_vs_dp_bytes", "fa2_tile_budget", "fp_format", "moe_param_counts",
+                       "tile_roofline"),
     "numerics": ("accumulate_updates", "ieee_limits", "scaled_roundtrip", "simulate_grad_scaler", "trailing_median"),
     "optim": ("adamw_step", "clip_grad_norm", "trust_ratio"),
     "parallel": ("best_layout", "candidate_layouts", "cp_comm_compute_times", "cp_crossover_tokens", "layer_comm_bytes",
