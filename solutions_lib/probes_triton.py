@@ -14,8 +14,8 @@ keeps in registers), the lanes that were active (mask true) and where they point
   here, whatever it reports.
 - `loaded`, `stored`: active elements read and written, over all launches (a second pass over the
   input, or a softmax written to scratch memory, shows here), and per tensor `loaded_from(t)`.
-- `out_of_bounds`: active lanes that point outside every tensor passed to the kernel (a missing
-  mask at a ragged edge). Those lanes are NOT performed (a load gets 0, a store is dropped), so a
+- `out_of_bounds`: active lanes that point outside the tensor the access addresses (the one most
+  of its lanes point into; a missing mask at a ragged edge), or outside every tensor passed. Those lanes are NOT performed (a load gets 0, a store is dropped), so a
   missing mask is reported, never a crash or silently corrupted memory; `oob_examples` says where.
 - `launches`, `programs`: kernel launches and the programs of each grid.
 - `returned_from_kernel(t)`: whether `t` holds exactly what a kernel stored (a tensor passed to a
@@ -24,7 +24,8 @@ keeps in registers), the lanes that were active (mask true) and where they point
 
 The probe only measures; the test cell decides (expect_equal / expect_between on the numbers).
 `interpreter_compat()` (run on import) lets triton 3.6's interpreter run loops whose bound is a
-kernel argument under numpy >= 2.4 (it converted a 1-element array with int(), an error there).
+kernel argument under numpy >= 2.4 (it converted a 1-element array with int(), an error there;
+triton >= 3.7 squeezes it first). Checked with triton 3.6 and 3.9.
 `require_interpreter()` raises an AssertionError that says how to install triton or how to turn on
 the interpreter, so a test cell never fails with a bare ImportError.
 """
@@ -41,7 +42,7 @@ except ImportError:  # pragma: no cover - require_interpreter() says how to inst
     _HAVE_TRITON = False
 
 __all__ = ["KernelProbe", "watch", "require_interpreter", "interpreting", "interpreter_compat", "cdiv",
-           "pow2", "attention_key_bound"]
+           "pow2", "attention_key_bound", "dense_attention", "run_watched", "expect_kernel", "BANNED"]
 
 INSTALL_HINT = ("triton is not installed in this kernel's Python: run `pip install triton` (or "
                 "`pip install -e '.[dev]'` in the course folder), restart the kernel and run the notebook from the top. "
@@ -198,15 +199,20 @@ class KernelProbe:
         p = np.asarray(ptrs).astype(np.uint64, copy=False)
         tile = int(p.size)
         m = np.ones(p.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), p.shape)
+        # one tl.load/tl.store addresses one tensor: the one most of its active lanes point into;
+        # a lane past that tensor's end counts as out of bounds even if it lands in a neighbour
         inside = np.zeros(p.shape, dtype=bool)
+        best = None
         for name, lo, hi in self._args:
             here = m & (p >= np.uint64(lo)) & (p < np.uint64(hi))
             n = int(here.sum())
-            if n:
-                self._by_range[(lo, hi)][1 if store else 0] += n
-                if store:
-                    self._stored_names.add(name)
-            inside |= here
+            if n and (best is None or n > best[0]):
+                best = (n, name, lo, hi, here)
+        if best is not None:
+            n, name, lo, hi, inside = best
+            self._by_range[(lo, hi)][1 if store else 0] += n
+            if store:
+                self._stored_names.add(name)
         bad = m & ~inside
         nbad = int(bad.sum())
         active = int(m.sum()) - nbad
@@ -224,8 +230,8 @@ class KernelProbe:
                 idx = tuple(int(i[0]) for i in np.nonzero(bad))
                 self.oob_examples.append(
                     f"a tl.{'store' if store else 'load'} of a {tuple(p.shape)} block in program {self._program} of "
-                    f"{self.kernels[-1] if self.kernels else 'a kernel'}: lane {idx} points outside every tensor passed "
-                    "to the kernel (mask it)")
+                    f"{self.kernels[-1] if self.kernels else 'a kernel'}: lane {idx} points outside "
+                    "the tensor it reads or writes (mask it)")
         return m & inside
 
 
@@ -280,17 +286,18 @@ def watch():
         probe._program = (int(x), int(y), int(z))
         return orig_idx(x, y, z)
 
-    def load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+    # the builder's signatures differ between triton versions: only the first arguments are read
+    def load(ptrs, mask, *rest, **kw):
         ok = probe._access(ptrs.data, mask.data, store=False)
         if not np.array_equal(ok, np.broadcast_to(np.asarray(mask.data, dtype=bool), ok.shape)):
             mask = interp.TensorHandle(ok, mask.dtype)   # the stray lanes are not performed
-        return orig_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+        return orig_load(ptrs, mask, *rest, **kw)
 
-    def store(ptrs, value, mask, cache_modifier, eviction_policy):
+    def store(ptrs, value, mask, *rest, **kw):
         ok = probe._access(ptrs.data, mask.data, store=True)
         if not np.array_equal(ok, np.broadcast_to(np.asarray(mask.data, dtype=bool), ok.shape)):
             mask = interp.TensorHandle(ok, mask.dtype)   # the stray lanes are not performed
-        return orig_store(ptrs, value, mask, cache_modifier, eviction_policy)
+        return orig_store(ptrs, value, mask, *rest, **kw)
 
     ge.__call__, ge._init_args_hst = call, init_args
     builder.create_masked_load, builder.create_masked_store = load, store
@@ -302,3 +309,83 @@ def watch():
         for name in ("create_masked_load", "create_masked_store", "set_grid_dim", "set_grid_idx"):
             builder.__dict__.pop(name, None)
 
+
+
+# ---------------------------------------------------------------- what a test cell calls
+
+#: torch calls that would do an exercise's arithmetic outside the kernel (exact names, as
+#: `TensorOpRecorder` records them); the wrapper may allocate, check, view and launch.
+BANNED = {
+    "softmax": ("softmax", "log_softmax", "exp", "exp_", "sum", "amax", "max", "logsumexp", "sub", "div", "__sub__",
+                "__truediv__"),
+    "matmul": ("matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "einsum", "dot", "linear", "tensordot",
+               "mul", "__mul__", "sum"),
+    "attention": ("softmax", "scaled_dot_product_attention", "matmul", "__matmul__", "bmm", "einsum", "logsumexp",
+                  "exp", "mm", "baddbmm"),
+    "cross_entropy": ("softmax", "log_softmax", "logsumexp", "cross_entropy", "nll_loss", "exp", "log", "gather",
+                      "take_along_dim", "sub", "__sub__"),
+}
+
+
+def run_watched(fn, *args, **kwargs):
+    """(result, probe): `fn(*args, **kwargs)` with every kernel it launches observed (`watch`) and
+    the torch calls it makes recorded (`probe.torch_ops`). Raises the AssertionError of
+    `require_interpreter` when triton is missing or not interpreting."""
+    from .numerics import TensorOpRecorder
+    with watch() as probe:
+        rec = TensorOpRecorder()
+        with rec:
+            result = fn(*args, **kwargs)
+    probe.torch_ops = list(rec.ops)
+    return result, probe
+
+
+def dense_attention(q, k, v, causal: bool = False, scale: float | None = None):
+    """(O, L) in float64 from the dense formula, the oracle of the attention tests: O = softmax(S) v,
+    L = logsumexp(S) per row, S = scale * q k^T (scale 1/sqrt(d)), causal: query i sees keys j <= i."""
+    import math
+    import torch
+    qd, kd, vd = (t.double() for t in (q, k, v))
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = qd @ kd.transpose(-1, -2) * scale
+    if causal:
+        s_q, s_k = s.shape[-2:]
+        s = s.masked_fill(torch.ones(s_q, s_k, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ vd, torch.logsumexp(s, -1)
+
+
+def expect_kernel(probe, outputs, what: str, *, max_tile: int, stored, banned: str,
+                  reads: tuple = (), programs: int | None = None) -> None:
+    """The checks every Triton exercise shares, in a fixed order (docs/GRADING.md rule 2):
+    one kernel launch (and `programs` programs when given), no tl.load/tl.store larger than
+    `max_tile` elements, no lane outside its tensor, `(tensor, lo, hi, label)` in `reads`: active
+    elements loaded from that tensor within [lo, hi], exactly `stored` elements written (or within
+    a (lo, hi) pair), each of
+    `outputs` exactly what a kernel stored, and none of the exercise's `banned` torch calls."""
+    from .grading import expect_between, expect_equal
+    expect_equal(probe.launches, 1, f"{what}: kernel launches",
+                 hint="one fused kernel: the wrapper checks, allocates and launches once")
+    if programs is not None:
+        expect_equal(probe.total_programs, int(programs), f"{what}: programs in the grid",
+                     hint="launch one program per output tile (the grid the task states)")
+    expect_between(max(probe.max_load_tile, probe.max_store_tile), 1, int(max_tile),
+                   f"{what}: largest block one tl.load or tl.store moved (elements)",
+                   hint="every tl.arange must come from the BLOCK arguments (a padded head dim at most): "
+                        "stream the data through tiles instead of loading it whole")
+    expect_equal(probe.out_of_bounds, 0, f"{what}: active lanes outside the tensor they address",
+                 hint="mask the ragged edge: " + (probe.oob_examples[0] if probe.oob_examples else "") )
+    for t, lo, hi, label in reads:
+        expect_between(probe.loaded_from(t), int(lo), int(hi), f"{what}: elements loaded from {label}",
+                       hint=f"the task's budget of reads of {label}")
+    if isinstance(stored, tuple):
+        expect_between(probe.stored, int(stored[0]), int(stored[1]), f"{what}: elements stored by the kernel",
+                       hint="write the outputs the task names, each element once, and nothing else (no scratch copies)")
+    else:
+        expect_equal(probe.stored, int(stored), f"{what}: elements stored by the kernel",
+                     hint="write each output element once and nothing else (no scratch copies)")
+    for i, out in enumerate(outputs):
+        expect_equal(probe.returned_from_kernel(out), True, f"{what}: output {i} is what your kernel stored",
+                     hint="return the tensor your kernel wrote; do the arithmetic inside the kernel")
+    names = set(BANNED[banned])
+    expect_equal(sorted({op for op in probe.torch_ops if op in names}), [], f"{what}: torch calls doing the work",
+                 hint="the wrapper only checks arguments, allocates and launches; the math belongs in the kernel")

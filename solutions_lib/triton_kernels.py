@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover - the notebook and the tests say how to 
     triton = None
     tl = None
 
-from .probes_triton import interpreter_compat
+from .probes_triton import dense_attention as torch_attention, interpreter_compat
 
 interpreter_compat()   # triton 3.6's interpreter under numpy >= 2.4 (see probes_triton)
 
@@ -61,144 +61,149 @@ def available() -> bool:
     return triton is not None
 
 
-if triton is not None:
+def _jit(fn):
+    """triton.jit when triton is installed; without it the kernels stay plain functions that the
+    wrappers never launch (they raise with INSTALL first). Top-level defs, so the student edition
+    can withhold each kernel by name."""
+    return triton.jit(fn) if triton is not None else fn
 
-    @triton.jit
-    def _softmax_kernel(X, Y, n_cols, stride_x, stride_y, BLOCK_N: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)
-        offs = tl.arange(0, BLOCK_N)
-        # per-lane running max and sum (the online normaliser); -1e30, not -inf, so a lane that
-        # only ever sees masked columns stays at exp(-inf - (-1e30)) = 0 instead of nan
-        m = tl.full([BLOCK_N], -1e30, tl.float32)
-        l = tl.zeros([BLOCK_N], tl.float32)
-        for start in range(0, n_cols, BLOCK_N):
-            cols = start + offs
-            x = tl.load(X + row * stride_x + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-            m_new = tl.maximum(m, x)
-            l = l * tl.exp(m - m_new) + tl.exp(x - m_new)
-            m = m_new
-        m_row = tl.max(m, 0)
-        l_row = tl.sum(l * tl.exp(m - m_row), 0)
-        for start in range(0, n_cols, BLOCK_N):
-            cols = start + offs
-            x = tl.load(X + row * stride_x + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-            y = tl.exp(x - m_row) / l_row
-            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=cols < n_cols)
 
-    @triton.jit
-    def _matmul_kernel(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       PRECISION: tl.constexpr):
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        offs_k = tl.arange(0, BLOCK_K)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            ks = k0 + offs_k
-            a = tl.load(A + rows[:, None] * stride_am + ks[None, :] * stride_ak,
-                        mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
-            b = tl.load(B + ks[:, None] * stride_bk + cols[None, :] * stride_bn,
-                        mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)
-            acc += tl.dot(a, b, input_precision=PRECISION)
-        tl.store(C + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc.to(C.dtype.element_ty),
-                 mask=(rows[:, None] < M) & (cols[None, :] < N))
+@_jit
+def _softmax_kernel(X, Y, n_cols, stride_x, stride_y, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_N)
+    # per-lane running max and sum (the online normaliser); -1e30, not -inf, so a lane that
+    # only ever sees masked columns stays at exp(-inf - (-1e30)) = 0 instead of nan
+    m = tl.full([BLOCK_N], -1e30, tl.float32)
+    l = tl.zeros([BLOCK_N], tl.float32)
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + offs
+        x = tl.load(X + row * stride_x + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        l = l * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
+    m_row = tl.max(m, 0)
+    l_row = tl.sum(l * tl.exp(m - m_row), 0)
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + offs
+        x = tl.load(X + row * stride_x + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        y = tl.exp(x - m_row) / l_row
+        tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=cols < n_cols)
 
-    @triton.jit
-    def _attention_fwd_kernel(Q, K, V, O, L, sm_scale, S_Q, S_K, D, DV,
-                              CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                              BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr):
-        pid_m = tl.program_id(0)
-        bh = tl.program_id(1).to(tl.int64)
-        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_n = tl.arange(0, BLOCK_N)
-        offs_d = tl.arange(0, BLOCK_D)
-        offs_dv = tl.arange(0, BLOCK_DV)
-        row_ok = rows < S_Q
-        q = tl.load(Q + bh * S_Q * D + rows[:, None] * D + offs_d[None, :],
-                    mask=row_ok[:, None] & (offs_d[None, :] < D), other=0.0)
-        m_i = tl.full([BLOCK_M], -1e30, tl.float32)
-        l_i = tl.zeros([BLOCK_M], tl.float32)
-        acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
-        hi = S_K
+@_jit
+def _matmul_kernel(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   PRECISION: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + offs_k
+        a = tl.load(A + rows[:, None] * stride_am + ks[None, :] * stride_ak,
+                    mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        b = tl.load(B + ks[:, None] * stride_bk + cols[None, :] * stride_bn,
+                    mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)
+        acc += tl.dot(a, b, input_precision=PRECISION)
+    tl.store(C + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc.to(C.dtype.element_ty),
+             mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+@_jit
+def _attention_fwd_kernel(Q, K, V, O, L, sm_scale, S_Q, S_K, D, DV,
+                          CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr):
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    row_ok = rows < S_Q
+    q = tl.load(Q + bh * S_Q * D + rows[:, None] * D + offs_d[None, :],
+                mask=row_ok[:, None] & (offs_d[None, :] < D), other=0.0)
+    m_i = tl.full([BLOCK_M], -1e30, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+    hi = S_K
+    if CAUSAL:
+        hi = tl.minimum(S_K, (pid_m + 1) * BLOCK_M)  # key blocks wholly above the diagonal: skipped
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        col_ok = cols < S_K
+        k = tl.load(K + bh * S_K * D + cols[:, None] * D + offs_d[None, :],
+                    mask=col_ok[:, None] & (offs_d[None, :] < D), other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * sm_scale
+        ok = col_ok[None, :] & row_ok[:, None]
         if CAUSAL:
-            hi = tl.minimum(S_K, (pid_m + 1) * BLOCK_M)  # key blocks wholly above the diagonal: skipped
-        for start_n in range(0, hi, BLOCK_N):
-            cols = start_n + offs_n
-            col_ok = cols < S_K
-            k = tl.load(K + bh * S_K * D + cols[:, None] * D + offs_d[None, :],
-                        mask=col_ok[:, None] & (offs_d[None, :] < D), other=0.0)
-            s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * sm_scale
-            ok = col_ok[None, :] & row_ok[:, None]
-            if CAUSAL:
-                ok = ok & (cols[None, :] <= rows[:, None])
-            s = tl.where(ok, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            alpha = tl.exp(m_i - m_new)
-            p = tl.exp(s - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(V + bh * S_K * DV + cols[:, None] * DV + offs_dv[None, :],
-                        mask=col_ok[:, None] & (offs_dv[None, :] < DV), other=0.0)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-            m_i = m_new
-        l_safe = tl.where(l_i > 0, l_i, 1.0)
-        o = acc / l_safe[:, None]
-        tl.store(O + bh * S_Q * DV + rows[:, None] * DV + offs_dv[None, :], o.to(O.dtype.element_ty),
-                 mask=row_ok[:, None] & (offs_dv[None, :] < DV))
-        tl.store(L + bh * S_Q + rows, m_i + tl.log(l_safe), mask=row_ok)
+            ok = ok & (cols[None, :] <= rows[:, None])
+        s = tl.where(ok, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + bh * S_K * DV + cols[:, None] * DV + offs_dv[None, :],
+                    mask=col_ok[:, None] & (offs_dv[None, :] < DV), other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        m_i = m_new
+    l_safe = tl.where(l_i > 0, l_i, 1.0)
+    o = acc / l_safe[:, None]
+    tl.store(O + bh * S_Q * DV + rows[:, None] * DV + offs_dv[None, :], o.to(O.dtype.element_ty),
+             mask=row_ok[:, None] & (offs_dv[None, :] < DV))
+    tl.store(L + bh * S_Q + rows, m_i + tl.log(l_safe), mask=row_ok)
 
-    @triton.jit
-    def _ce_fwd_kernel(LOGITS, TARGETS, LOSS, LSE, n_cols, stride, ignore_index, BLOCK_V: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)
-        offs = tl.arange(0, BLOCK_V)
-        target = tl.load(TARGETS + row).to(tl.int64)
-        m = tl.full([BLOCK_V], -1e30, tl.float32)
-        l = tl.zeros([BLOCK_V], tl.float32)
-        t_logit = tl.zeros([BLOCK_V], tl.float32)
-        for start in range(0, n_cols, BLOCK_V):
-            cols = start + offs
-            x = tl.load(LOGITS + row * stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-            m_new = tl.maximum(m, x)
-            l = l * tl.exp(m - m_new) + tl.exp(x - m_new)
-            m = m_new
-            t_logit += tl.where(cols == target, x, 0.0)   # the target's logit, picked from the tile it lies in
-        m_row = tl.max(m, 0)
-        lse = m_row + tl.log(tl.sum(l * tl.exp(m - m_row), 0))
-        loss = lse - tl.sum(t_logit, 0)
-        loss = tl.where(target == ignore_index, 0.0, loss)
-        tl.store(LOSS + row, loss)
-        tl.store(LSE + row, lse)
+@_jit
+def _ce_fwd_kernel(LOGITS, TARGETS, LOSS, LSE, n_cols, stride, ignore_index, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_V)
+    target = tl.load(TARGETS + row).to(tl.int64)
+    m = tl.full([BLOCK_V], -1e30, tl.float32)
+    l = tl.zeros([BLOCK_V], tl.float32)
+    t_logit = tl.zeros([BLOCK_V], tl.float32)
+    for start in range(0, n_cols, BLOCK_V):
+        cols = start + offs
+        x = tl.load(LOGITS + row * stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        l = l * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
+        t_logit += tl.where(cols == target, x, 0.0)   # the target's logit, picked from the tile it lies in
+    m_row = tl.max(m, 0)
+    lse = m_row + tl.log(tl.sum(l * tl.exp(m - m_row), 0))
+    loss = lse - tl.sum(t_logit, 0)
+    loss = tl.where(target == ignore_index, 0.0, loss)
+    tl.store(LOSS + row, loss)
+    tl.store(LSE + row, lse)
 
-    @triton.jit
-    def _ce_grad_kernel(LOGITS, TARGETS, GRAD, n_cols, stride, stride_g, ignore_index, BLOCK_V: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)
-        offs = tl.arange(0, BLOCK_V)
-        target = tl.load(TARGETS + row).to(tl.int64)
-        m = tl.full([BLOCK_V], -1e30, tl.float32)
-        l = tl.zeros([BLOCK_V], tl.float32)
-        for start in range(0, n_cols, BLOCK_V):
-            cols = start + offs
-            x = tl.load(LOGITS + row * stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-            m_new = tl.maximum(m, x)
-            l = l * tl.exp(m - m_new) + tl.exp(x - m_new)
-            m = m_new
-        m_row = tl.max(m, 0)
-        lse = m_row + tl.log(tl.sum(l * tl.exp(m - m_row), 0))
-        keep = tl.where(target == ignore_index, 0.0, 1.0)
-        for start in range(0, n_cols, BLOCK_V):
-            cols = start + offs
-            x = tl.load(LOGITS + row * stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-            g = (tl.exp(x - lse) - tl.where(cols == target, 1.0, 0.0)) * keep
-            tl.store(GRAD + row * stride_g + cols, g.to(GRAD.dtype.element_ty), mask=cols < n_cols)
+@_jit
+def _ce_grad_kernel(LOGITS, TARGETS, GRAD, n_cols, stride, stride_g, ignore_index, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_V)
+    target = tl.load(TARGETS + row).to(tl.int64)
+    m = tl.full([BLOCK_V], -1e30, tl.float32)
+    l = tl.zeros([BLOCK_V], tl.float32)
+    for start in range(0, n_cols, BLOCK_V):
+        cols = start + offs
+        x = tl.load(LOGITS + row * stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        l = l * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
+    m_row = tl.max(m, 0)
+    lse = m_row + tl.log(tl.sum(l * tl.exp(m - m_row), 0))
+    keep = tl.where(target == ignore_index, 0.0, 1.0)
+    for start in range(0, n_cols, BLOCK_V):
+        cols = start + offs
+        x = tl.load(LOGITS + row * stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        g = (tl.exp(x - lse) - tl.where(cols == target, 1.0, 0.0)) * keep
+        tl.store(GRAD + row * stride_g + cols, g.to(GRAD.dtype.element_ty), mask=cols < n_cols)
 
 
 def interpreting() -> bool:
     """True when triton runs kernels in its interpreter (TRITON_INTERPRET=1 was set before import)."""
     if triton is None:
         return False
-    from triton.runtime.interpreter import InterpretedFunction
-    return isinstance(_softmax_kernel, InterpretedFunction)
+    from .probes_triton import interpreting as _interp
+    return _interp()
 
 
 def _need(*tensors):
@@ -278,7 +283,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
                     block_m: int = 64, block_n: int = 64, scale: float | None = None):
     """(O, L) of softmax(q k^T * scale [causal]) v for q (B, H, S_q, d), k (B, H, S_k, d),
     v (B, H, S_k, d_v): O in q's dtype, L (B, H, S_q) fp32 = logsumexp of the scaled scores per row.
-    scale defaults to 1/sqrt(d); causal: query i sees keys j <= i."""
+    scale defaults to 1/sqrt(d); causal (needs S_q == S_k): query i sees keys j <= i."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_float(name, t)
         if t.dim() != 4:
@@ -289,6 +294,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
         raise ValueError(f"shapes do not fit: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be a bool, got {causal!r}")
+    if causal and q.shape[2] != k.shape[2]:
+        raise ValueError(f"causal attention needs S_q == S_k (self-attention), got {q.shape[2]} and {k.shape[2]}")
     _check_block("block_m", block_m)
     _check_block("block_n", block_n)
     _need(q, k, v)
@@ -352,18 +359,6 @@ def cross_entropy_grad(logits: torch.Tensor, targets: torch.Tensor, block_v: int
 
 
 # ---------------------------------------------------------------- oracles and the bench
-
-def torch_attention(q, k, v, causal=False, scale=None):
-    """(O, L) in float64 from the dense formula (the oracle of the tests)."""
-    qd, kd, vd = (t.double() for t in (q, k, v))
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    s = qd @ kd.transpose(-1, -2) * scale
-    if causal:
-        s_q, s_k = s.shape[-2:]
-        s = s.masked_fill(torch.ones(s_q, s_k, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    return torch.softmax(s, -1) @ vd, lse
-
 
 def _small_checks(device="cpu") -> list[tuple[str, float, float]]:
     """(name, max abs error vs a float64 torch oracle, tolerance) for each kernel on odd shapes."""
