@@ -79,7 +79,10 @@ def course_capacity(tokens, n_experts, top_k, capacity_factor):
 
 def course_keep(experts, n_experts, capacity):
     """The course's capacity_keep (GShard's priority order)."""
-    return dense_keep(experts, n_experts, capacity)
+    order = experts.t().reshape(-1)
+    onehot = torch.nn.functional.one_hot(order.long(), n_experts)
+    place = (onehot.cumsum(0) * onehot).sum(1) - 1
+    return (place < capacity).reshape(experts.shape[1], experts.shape[0]).t()
 
 
 # ------------------------------------------------------------------------------ measuring
@@ -248,3 +251,225 @@ def forbidden(*allowed):
     mine = (dense_route, dense_keep, dense_moe, course_top_k_route, course_capacity, course_keep,
             one_process_grads, ep_one_process)
     return (_moe, _ep) + tuple(f for f in mine if f not in allowed)
+
+
+# --------------------------------------------------------------------- the test cells' checks
+# Each check_* makes the same checks, in the same order and with the same descriptions, in the
+# trusted run and in a student's run (docs/GRADING.md rule 2); expected values come from the
+# oracles above (not withheld) or, in hidden tests, from `expected=` reference values.
+
+def _gen(seed):
+    return torch.Generator().manual_seed(int(seed))
+
+
+def _grad_of(out, inp, weight, what):
+    from .grading import GradingError
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        raise GradingError(f"{what}: the result carries no gradient. Compute it from the inputs with torch "
+                           "operations and do not detach it: training needs the gradient to reach the router.")
+    (g,) = torch.autograd.grad((out * weight).sum(), inp, allow_unused=True, retain_graph=True)
+    return torch.zeros_like(inp) if g is None else g
+
+
+def check_route(top_k_route, seed, tokens, n_experts, k, label):
+    """top_k_route on seeded logits: experts (largest first), gates, and d(sum gates*w)/dlogits."""
+    from .grading import expect_close, expect_equal, no_delegation
+    g = _gen(seed)
+    logits = torch.randn(tokens, n_experts, generator=g, dtype=torch.float64) * 2
+    w = torch.randn(tokens, k, generator=g, dtype=torch.float64)
+    z = logits.clone().requires_grad_(True)
+    with no_delegation("top_k_route", *forbidden()):
+        gates, experts = top_k_route(z, k)
+    eg, ei = dense_route(logits, k)
+    expect_equal(list(torch.as_tensor(experts).shape), [tokens, k], f"{label}: the shape of experts (tokens, k)")
+    expect_equal(torch.as_tensor(experts).long().tolist(), ei.tolist(), f"{label}: the experts of each token",
+                 hint="the k experts of largest softmax probability, the largest first")
+    expect_close(torch.as_tensor(gates).detach(), eg, f"{label}: the gates", rtol=1e-9, atol=1e-12,
+                 hint="the chosen probabilities divided by their sum, so each token's k gates add up to 1")
+    z2 = logits.clone().requires_grad_(True)
+    expect_close(_grad_of(gates, z, w, f"{label}: the gates"), _grad_of(dense_route(z2, k)[0], z2, w, "oracle"),
+                 f"{label}: the gradient of sum(gates * w) with respect to the logits", rtol=1e-8, atol=1e-12,
+                 hint="the gates must stay a differentiable function of the logits (softmax, gather, divide)")
+
+
+def check_capacity(expert_capacity, capacity_keep, seed, tokens, n_experts, k, capacities, label):
+    """capacity_keep on a seeded routing against the loop oracle, for each capacity."""
+    from .grading import expect_equal, no_delegation
+    idx = dense_route(torch.randn(tokens, n_experts, generator=_gen(seed), dtype=torch.float64) * 2, k)[1]
+    if seed % 2:
+        idx[: tokens // 2, 0] = 0           # a crowded expert: drops among first choices
+    for c in capacities:
+        with no_delegation("capacity_keep", *forbidden()):
+            keep = capacity_keep(idx.clone(), n_experts, c)
+        expect_equal(torch.as_tensor(keep).bool().tolist(), dense_keep(idx, n_experts, c).tolist(),
+                     f"{label}: the kept assignments with capacity {c}",
+                     hint="first choices of all tokens in token order, then the second choices, ...; an expert "
+                          "keeps its first `capacity` assignments in that order")
+
+
+def check_losses(balancing_loss, router_z_loss, seed, tokens, n_experts, k, label, scale=2.0):
+    """Both auxiliary losses on seeded logits: values and gradients against the formulas."""
+    from .grading import expect_close, no_delegation
+    logits = torch.randn(tokens, n_experts, generator=_gen(seed), dtype=torch.float64) * scale
+    idx = dense_route(logits, k)[1]
+    f = torch.bincount(idx.reshape(-1), minlength=n_experts).double() / idx.numel()
+    z1, z2 = logits.clone().requires_grad_(True), logits.clone().requires_grad_(True)
+    with no_delegation("balancing_loss", *forbidden()):
+        lb = balancing_loss(z1, idx.clone())
+    with no_delegation("router_z_loss", *forbidden()):
+        lz = router_z_loss(z2)
+    o1, o2 = logits.clone().requires_grad_(True), logits.clone().requires_grad_(True)
+    eb = n_experts * (f * torch.softmax(o1, 1).mean(0)).sum()
+    ez = (o2.exp().sum(1).log() ** 2).mean()
+    expect_close(torch.as_tensor(lb).detach(), eb.detach(), f"{label}: the balancing loss", rtol=1e-9,
+                 hint="E * sum_i f_i P_i: f_i the fraction of the T k assignments at expert i, P_i the mean probability")
+    expect_close(_grad_of(lb, z1, 1.0, f"{label}: the balancing loss"), _grad_of(eb, o1, 1.0, ""),
+                 f"{label}: the gradient of the balancing loss", rtol=1e-8, atol=1e-14,
+                 hint="only P carries the gradient; f is a count")
+    expect_close(torch.as_tensor(lz).detach(), ez.detach(), f"{label}: the router z-loss", rtol=1e-9,
+                 hint="the mean over tokens of logsumexp(logits)^2")
+    expect_close(_grad_of(lz, z2, 1.0, f"{label}: the z-loss"), _grad_of(ez, o2, 1.0, ""),
+                 f"{label}: the gradient of the z-loss", rtol=1e-8, atol=1e-14)
+
+
+def check_bias(biased_route, update_bias, seed, tokens, n_experts, k, label):
+    """biased_route (choice by probability + bias, gates unbiased) and update_bias (sign rule)."""
+    from .grading import expect_close, expect_equal, no_delegation
+    g = _gen(seed)
+    logits = torch.randn(tokens, n_experts, generator=g, dtype=torch.float64)
+    bias = torch.randn(n_experts, generator=g, dtype=torch.float64) * 0.3
+    p = torch.softmax(logits, 1)
+    ei = torch.argsort(p + bias, dim=1, descending=True, stable=True)[:, :k]
+    top = p.gather(1, ei)
+    with no_delegation("biased_route", *forbidden()):
+        gates, experts = biased_route(logits.clone(), bias.clone(), k)
+    expect_equal(torch.as_tensor(experts).long().tolist(), ei.tolist(), f"{label}: the experts chosen with the bias",
+                 hint="choose by probability + bias, the largest first")
+    expect_close(torch.as_tensor(gates).detach(), top / top.sum(1, keepdim=True), f"{label}: the gates with the bias",
+                 rtol=1e-9, hint="the bias decides the choice only: gates are the chosen unbiased probabilities, renormalised")
+    idx = ei.clone()
+    idx[0] = torch.arange(k)                        # make some loads meet the mean exactly where possible
+    load = torch.bincount(idx.reshape(-1), minlength=n_experts).double()
+    expected = bias + 0.01 * torch.sign(idx.numel() / n_experts - load)
+    before = bias.clone()
+    with no_delegation("update_bias", *forbidden()):
+        new = update_bias(bias, idx.clone(), n_experts, 0.01)
+    expect_close(torch.as_tensor(new), expected, f"{label}: the updated bias", rtol=1e-12, atol=1e-15,
+                 hint="b_i + rate * sign(mean load - load_i): underloaded experts go up, overloaded down, at the mean none")
+    expect_close(bias, before, f"{label}: the bias passed in, after update_bias", rtol=0, atol=0,
+                 hint="return a new tensor; leave the argument as it was")
+
+
+def check_moe_layer(moe_layer, namespace, seed, tokens, hidden, n_experts, k, label, capacity_factor=None, skew=0.0):
+    """moe_layer against the dense oracle: output, gradients (x, router, experts), rows per expert;
+    the course's top_k_route, expert_capacity and capacity_keep swapped into `namespace`."""
+    from .upstream import swapped
+    with swapped(namespace, top_k_route=course_top_k_route, expert_capacity=course_capacity, capacity_keep=course_keep):
+        _check_moe_layer(moe_layer, seed, tokens, hidden, n_experts, k, label, capacity_factor, skew)
+
+
+def _check_moe_layer(moe_layer, seed, tokens, hidden, n_experts, k, label, capacity_factor, skew):
+    from .grading import expect_close, expect_equal, no_delegation
+    x, w, experts = moe_case(seed, tokens, hidden, n_experts, skew=skew)
+    ow = torch.randn(tokens, hidden, generator=_gen(seed + 3), dtype=torch.float64)
+    cap = None if capacity_factor is None else course_capacity(tokens, n_experts, k, capacity_factor)
+    y1, dx1, dw1, g1 = one_process_grads(lambda a, b, e: dense_moe(a, b, e, k, cap), x, w, experts, ow)
+    xi, wi = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    counted = [CountingExpert(copy.deepcopy(e)) for e in experts]
+    with no_delegation("moe_layer", *forbidden(course_top_k_route, course_capacity, course_keep)):
+        y = moe_layer(xi, wi, counted, k) if capacity_factor is None else moe_layer(xi, wi, counted, k, capacity_factor)
+    rows = [c.rows for c in counted]
+    expect_close(torch.as_tensor(y).detach(), y1, f"{label}: the output", rtol=1e-9, atol=1e-12,
+                 hint="y_t = sum over t's kept choices of gate * expert(x_t); dropped choices add 0, no renormalising")
+    expect_equal(rows, expected_rows(x, w, k, n_experts, cap), f"{label}: the rows each expert was called on",
+                 hint="call each expert only on the tokens routed to it (and kept): that is the compute an MoE saves")
+    params = [p for c in counted for p in c.expert.parameters()]
+    _grad_of(y, xi, ow, f"{label}: the output")           # fails with a message when y has no graph
+    grads = torch.autograd.grad((y * ow).sum(), [xi, wi] + params, allow_unused=True)
+    full = [torch.zeros_like(t) if g is None else g for g, t in zip(grads, [xi, wi] + params)]
+    dx, dw, got = full[0], full[1], full[2:]
+    expect_close(dx, dx1, f"{label}: the gradient of the input", rtol=1e-8, atol=1e-12)
+    expect_close(dw, dw1, f"{label}: the gradient of the router weight", rtol=1e-8, atol=1e-12,
+                 hint="the gates carry the gradient to the router: keep them in the graph")
+    expect_close(torch.cat([t.reshape(-1) for t in got]), torch.cat([t.reshape(-1) for t in g1]),
+                 f"{label}: the gradients of the experts' parameters", rtol=1e-8, atol=1e-12)
+
+
+def run_ep(ep_moe, namespace, world, ep, seed, tokens, hidden, n_experts, k, skew=0.0):
+    """The student's ep_moe on `world` ranks (EP groups of `ep`), the course's router swapped in."""
+    from .dist.graded import launch_graded
+    from .upstream import swapped
+    case = ep_case(seed, world, tokens, hidden, n_experts, skew=skew)
+    with swapped(namespace, top_k_route=course_top_k_route):
+        res = launch_graded(ep_rank, world, args=(ep_moe, case, k, ep, forbidden(course_top_k_route)))
+    return case, res
+
+
+def check_ep(ep_moe, namespace, world, ep, seed, tokens, hidden, n_experts, k, label, skew=0.0):
+    """ep_moe on the ranks against the one-process dense MoE: outputs, input gradients, the router
+    gradient summed over ranks, each expert's gradient summed over its replicas; rows per expert."""
+    from .grading import expect_close, expect_equal
+    case, res = run_ep(ep_moe, namespace, world, ep, seed, tokens, hidden, n_experts, k, skew)
+    y, dx, dw, grads = assemble_ep(res, n_experts, 4)
+    y1, dx1, dw1, g1 = ep_one_process(case, world, k)
+    expect_close(y, y1, f"{label}: the outputs of every rank's tokens", rtol=1e-9, atol=1e-12,
+                 hint="each rank returns the MoE output of its own tokens, in their order")
+    expect_close(dx, dx1, f"{label}: the input gradients", rtol=1e-8, atol=1e-12,
+                 hint="the backward must send the gradients back the way the rows came (an autograd-aware all-to-all)")
+    expect_close(dw, dw1, f"{label}: the router gradient summed over the ranks", rtol=1e-8, atol=1e-12)
+    expect_close(torch.cat([t.reshape(-1) for t in grads]), torch.cat([t.reshape(-1) for t in g1]),
+                 f"{label}: the experts' parameter gradients", rtol=1e-8, atol=1e-12,
+                 hint="each expert's gradient comes from the rows of every rank of its EP group")
+    xs, w = case[0], case[1]
+    for d in range(world // ep):
+        members = range(d * ep, (d + 1) * ep)
+        expect_equal([n for r in members for n in res[r]["rows"]],
+                     expected_rows(torch.cat([xs[r] for r in members]), w, k, n_experts),
+                     f"{label}: the rows each expert of EP group {d} was called on",
+                     hint="rank r of the group holds experts r E/n .. (r+1) E/n - 1 and runs each on its rows only")
+
+
+def check_ep_comm(ep_moe, namespace, world, seed, tokens, hidden, n_experts, k, label, skew=0.0):
+    """What ep_moe sends, summed over the ranks: token rows only through all-to-all, exactly
+    2 T k h e bytes per pass (forward, backward); split sizes as integers, at most 64 E bytes per rank."""
+    from .grading import expect_between, expect_close
+    case, res = run_ep(ep_moe, namespace, world, world, seed, tokens, hidden, n_experts, k, skew)
+    T = sum(x.shape[0] for x in case[0])
+    data = 2 * T * k * hidden * 8
+    for key, name in (("fwd", "forward"), ("bwd", "backward")):
+        a2a = sum(v for r in res for op, v in r[key][0].items() if op in A2A)
+        other = sum(v for r in res for op, v in r[key][0].items() if op not in A2A)
+        expect_close(other, 0, f"{label}, {name}: floating-point bytes sent by collectives other than all-to-all",
+                     hint="no all_gather/all_reduce/broadcast/send of token rows: each row goes only where its expert is")
+        expect_close(a2a, data, f"{label}, {name}: all-to-all floating-point bytes summed over the ranks "
+                                "(2 T k h e: dispatch + combine)", rtol=0,
+                     hint="one row per (token, expert) each way, the rank's own chunk included; no padding, no "
+                          "duplicates (exchange the split sizes first so every group has its exact size)")
+    ints = max(sum(r["fwd"][1].values()) for r in res)
+    expect_between(ints, 1, 64 * n_experts, f"{label}: the largest integer bytes (split sizes) one rank sent in the forward",
+                   unit="B", hint="exchange the split sizes as an integer tensor before the rows (all_to_all_single)")
+
+
+def check_load_report(load_report, experts, n_experts, n_ranks, seconds_per_row, label, expected=None):
+    """load_report against the counts computed here (or `expected`, a reference result)."""
+    from .grading import expect_close, expect_equal, no_delegation
+    with no_delegation("load_report", *forbidden()):
+        got = load_report(experts.clone(), n_experts, n_ranks, seconds_per_row)
+    keys = ("tokens_per_expert", "expert_imbalance", "tokens_per_rank", "rank_imbalance", "step_time",
+            "balanced_step_time")
+    missing = [key for key in keys if not isinstance(got, dict) or key not in got]
+    expect_equal(missing, [], f"{label}: keys missing from the report")
+    if expected is None:
+        per_e = torch.bincount(experts.reshape(-1), minlength=n_experts).tolist()
+        m = n_experts // n_ranks
+        per_r = [sum(per_e[r * m:(r + 1) * m]) for r in range(n_ranks)]
+        expected = {"tokens_per_expert": per_e, "expert_imbalance": max(per_e) * n_experts / sum(per_e),
+                    "tokens_per_rank": per_r, "rank_imbalance": max(per_r) * n_ranks / sum(per_r),
+                    "step_time": max(per_r) * seconds_per_row, "balanced_step_time": sum(per_r) / n_ranks * seconds_per_row}
+    hints = {"tokens_per_rank": "rank r holds the contiguous block of experts r E/n .. (r+1) E/n - 1",
+             "expert_imbalance": "max over experts / mean over all E experts (empty ones count in the mean)",
+             "rank_imbalance": "max over ranks / mean over ranks",
+             "step_time": "every rank waits for the most loaded one: max rows per rank x seconds per row",
+             "balanced_step_time": "the same rows spread evenly: mean rows per rank x seconds per row"}
+    for key in keys:
+        expect_close(got[key], expected[key], f"{label}: {key}", rtol=1e-9, hint=hints.get(key, ""))
