@@ -289,7 +289,7 @@ def _setup(q, k, v, scale):
 #: BLOCK_M counts query rows, BLOCK_N key rows. The fastest of 6-8 candidates per kernel at s = 16k
 #: (causal bf16, head dim 64) on an H200, `tools/gpu_measure.py --parts attention`
 #: (docs/attention_bench_2026-11.md).
-CONFIGS_16 = {"fwd": (64, 64, 4, 3), "dkdv": (64, 64, 4, 3), "dq": (64, 64, 4, 3)}
+CONFIGS_16 = {"fwd": (64, 128, 4, 3), "dkdv": (64, 64, 4, 4), "dq": (64, 128, 4, 3)}
 #: fp32 inputs (IEEE products, twice the registers per element): smaller tiles.
 CONFIGS_32 = {"fwd": (64, 32, 4, 2), "dkdv": (64, 32, 4, 2), "dq": (64, 32, 4, 2)}
 LOG2E = 1.4426950408889634

@@ -403,6 +403,18 @@ for dt in ("float32", "float16"):
             ok_dtypes = o.dtype == dtype and lse.dtype == torch.float32 and all(t.dtype == dtype for t in grads)
             errs = [float((a.double() - b).abs().max()) for a, b in zip((o, lse, *grads), (o_ref, lse_ref, *ref))]
             res[f"{dt}-{n}-{causal}"] = {"dtypes_ok": ok_dtypes, "errors": errs}
+# the default launch configs (CONFIGS_16: 64-row query tiles, 128-row key tiles in the forward),
+# ragged and causal, s_q != s_k: the masked/unmasked split of the kernels at the GPU's tile sizes
+for n, (sq, sk) in enumerate(((130, 260), (200, 70))):
+    g = torch.Generator().manual_seed(4)
+    q, do = (torch.randn(1, 2, sq, 64, generator=g, dtype=torch.float64).half() for _ in range(2))
+    k, v = (torch.randn(1, 2, sk, 64, generator=g, dtype=torch.float64).half() for _ in range(2))
+    o, lse = T.flash_attention_forward(q, k, v, True)
+    grads = T.flash_attention_backward(q, k, v, o, lse, do, True)
+    qd, kd, vd, dod = (t.double() for t in (q, k, v, do))
+    o_ref, lse_ref = A.flash_attention2_forward(qd, kd, vd, True, 16)
+    ref = A.flash_attention_backward(qd, kd, vd, o_ref, lse_ref, dod, True, 16)
+    res[f"defaults-{n}"] = [float((a.double() - b).abs().max()) for a, b in zip((o, lse, *grads), (o_ref, lse_ref, *ref))]
 # the autograd Function with backend="triton", fp32, causal, against SDPA
 q, k, v, do = (torch.randn(1, 2, 24, 16, generator=torch.Generator().manual_seed(5)) for _ in range(4))
 qs, ks, vs = (t.clone().requires_grad_() for t in (q, k, v))
@@ -446,6 +458,12 @@ def test_triton_kernels_match_the_torch_path_in_the_interpreter(triton_interp_re
     assert r["dtypes_ok"], "O and the gradients in the input dtype, L in fp32"
     for name, err in zip(("out", "lse", "dq", "dk", "dv"), r["errors"]):
         assert err <= INTERP_TOL[dtype], f"{name}: max abs error {err:.2e} > {INTERP_TOL[dtype]:.0e} ({INTERP_CASES[case]})"
+
+
+def test_triton_kernels_with_the_default_launch_configs(triton_interp_results):
+    for n in range(2):
+        errs = triton_interp_results[f"defaults-{n}"]
+        assert max(errs) <= INTERP_TOL["float16"], errs
 
 
 def test_triton_backend_through_the_autograd_function(triton_interp_results):
