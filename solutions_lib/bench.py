@@ -206,8 +206,15 @@ def triton(out=print) -> bool:
     return bench_triton(out=out)
 
 
+def prose(out=print) -> bool:
+    """Markdown vs test-code lines per notebook (issue 28: notebooks that read as prose)."""
+    from .course.prose import bench as prose_bench
+
+    return prose_bench(out=out)
+
+
 BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel,
-           "moe": moe, "fp8": fp8, "triton": triton}
+           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
 
