@@ -282,3 +282,20 @@ def same_parameters(model: nn.Module, before: list) -> int:
     """How many of `before` (a list of Parameters) are, in order, the very objects model.parameters() yields."""
     now = list(model.parameters())
     return sum(1 for a, b in zip(now, before) if a is b) if len(now) == len(before) else -1
+
+
+def int_pair(result):
+    """`result` as a tuple of two Python ints when it is a pair of ints (Python or numpy ints, 0-d integer
+    tensors); anything else is returned as it is, so that the check shows what came back."""
+    import numpy as np
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return result
+    out = []
+    for v in result:
+        if isinstance(v, torch.Tensor) and v.dim() == 0 and not v.is_floating_point() and v.dtype != torch.bool:
+            out.append(int(v.item()))
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+            out.append(int(v))
+        else:
+            return result
+    return tuple(out)
