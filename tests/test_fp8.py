@@ -202,3 +202,52 @@ def test_bench_fp8_meets_its_goals():
     lines = []
     assert fp8.bench_fp8(out=lines.append)
     assert any("outlier channel" in s for s in lines) and any("gap vs bf16" in s for s in lines)
+
+
+def test_probes_measure_what_the_notebook_says():
+    # int_pair: ints of any kind become a tuple of Python ints; anything else comes back as it was
+    import numpy as np
+    assert P.int_pair((torch.tensor(3), np.int64(2))) == (3, 2) and P.int_pair([1, 0]) == (1, 0)
+    assert P.int_pair((3.0, 2)) == (3.0, 2) and P.int_pair((True, 2)) == (True, 2)
+    # not_powers_of_two: e8m0 and fp32 powers of two pass, amax / 448 does not
+    s = torch.pow(2.0, torch.arange(-10, 10).float())
+    assert P.not_powers_of_two(s) == 0 and P.not_powers_of_two(s.to(E8M0)) == 0
+    assert P.not_powers_of_two(torch.tensor([3.0, 0.0, -2.0, 1.0])) == 3
+    # accumulation_excess: fp32 passes, a bf16 or fp8 output does not
+    g = torch.Generator().manual_seed(9)
+    qa, qb = P.saturated(torch.randn(8, 64, generator=g) * 40, E4M3), P.saturated(torch.randn(64, 5, generator=g) * 40, E4M3)
+    assert P.accumulation_excess(P.upstream_fp8_matmul(qa, 0.5, qb, 2.0), qa, 0.5, qb, 2.0) <= 1
+    bf = (qa.to(torch.bfloat16) @ qb.to(torch.bfloat16)).float()
+    assert P.accumulation_excess(bf, qa, 1.0, qb, 1.0) > 1
+    assert P.accumulation_excess((qa @ qb).float(), qa, 1.0, qb, 1.0) > 1
+    assert P.accumulation_excess(torch.full((8, 5), math.inf), qa, 1.0, qb, 1.0) == math.inf
+    # SavedForBackward sees the fp8 copies of the course's FP8 linear and no fp32 copies
+    x, w = torch.randn(4, 8, requires_grad=True), torch.randn(3, 8, requires_grad=True)
+    with P.SavedForBackward() as saved:
+        P.upstream_fp8_linear(x, w)
+    assert saved.count(E4M3) == 2 and saved.bytes() - saved.bytes(E4M3) <= 8
+    with P.SavedForBackward() as saved:
+        x @ w.t()
+    assert saved.count(E4M3) == 0 and saved.bytes(torch.float32) == 4 * (32 + 24)
+    # same_parameters: the very objects, in order
+    m = P.tiny_gpt(0)
+    before = list(m.parameters())
+    assert P.same_parameters(m, before) == len(before)
+    assert P.same_parameters(P.tiny_gpt(0), before) == 0
+    # on_e4m3_grid: fp8 values are on it, random fp32 weights are not
+    q, sc = P.upstream_quantize_tensorwise(torch.randn(64))
+    assert P.on_e4m3_grid(q.float() * sc) == 1.0
+    assert P.on_e4m3_grid(torch.randn(64)) < 0.1
+
+
+def test_notebook_reads_as_prose():
+    from pathlib import Path
+
+    from solutions_lib.course import notebooks as nbs
+    nb = nbs.read(Path(__file__).resolve().parents[1] / "source/12_experts_fp8_triton/exercises_2_fp8.ipynb")
+    md = sum(len(c.source.splitlines()) for c in nb.cells if c.cell_type == "markdown")
+    tests = sum(len(c.source.splitlines()) for c in nb.cells if nbs.nbgrader_md(c).get("grade"))
+    assert md >= tests, (md, tests)
+    points = sum(nbs.nbgrader_md(c).get("points", 0) for c in nb.cells)
+    assert 10 <= points <= 25
+    assert all(c.metadata.get("syllabus") == ["EXT-FP8"] for c in nb.cells if nbs.nbgrader_md(c).get("grade"))
