@@ -1,5 +1,5 @@
 """Notebooks read as prose (issue 28): markdown lines >= test-code lines in every notebook written
-since the rule; the older ones (course/prose.py DEBT) may only lose test-code lines."""
+since the rule; the older ones (course/prose.py DEBT) may only narrow their gap."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +18,8 @@ def test_new_notebooks_read_as_prose():
 
 
 def test_older_notebooks_do_not_get_worse():
-    worse = [f"{n}: {ROWS[n].tests} test-code lines > {limit} when the rule was set"
-             for n, limit in DEBT.items() if n in ROWS and ROWS[n].tests > limit]
+    worse = [f"{n}: {ROWS[n].tests - ROWS[n].markdown} more test-code than markdown lines, {gap} when the rule was set"
+             for n, gap in DEBT.items() if n in ROWS and ROWS[n].tests - ROWS[n].markdown > gap]
     assert not worse, worse
     paid = [n for n in DEBT if n in ROWS and ROWS[n].ok]
     assert not paid, f"these now read as prose: take them out of prose.DEBT: {paid}"
