@@ -43,6 +43,7 @@ WITHHELD: dict[str, tuple[str, ...]] = {
               "pipelined_tree_allreduce_time", "pipelined_tree_best_time", "protocol_crossover_bytes", "protocol_time",
               "tp_allreduce_bytes_per_layer"),
     "compute": ("gemm_arithmetic_intensity", "square_gemm_ridge_dim", "training_flops"),
+    "capstone": ("build_rank", "calibrate_projection", "load_rank", "project_run", "save_rank", "train_step"),
     "cost": ("TrainingCostEstimator",),
     "data": ("choose_bands", "corpus_tokens", "epochs", "exact_duplicates", "filter_corpus", "first_step_detected",
              "jaccard", "lsh_candidate_pairs", "lsh_candidate_probability", "minhash_signature", "ngram_overlap",
