@@ -22,7 +22,10 @@ keeps in registers), the lanes that were active (mask true) and where they point
   kernel, read back after the launch that last wrote it), so work done in torch after the kernel
   does not count as the kernel's.
 
-The probe only measures; the test cell decides (expect_equal / expect_between on the numbers).
+`install_guard()` (run on import when the interpreter is on, and by `watch()`) makes the bounds
+check permanent: outside a `watch()` block too, a stray lane is not performed, so a kernel with a
+missing mask can not corrupt the notebook kernel's memory (a crash there would cost every later
+cell). The probe only measures; the test cell decides (expect_equal / expect_between on the numbers).
 `interpreter_compat()` (run on import) lets triton 3.6's interpreter run loops whose bound is a
 kernel argument under numpy >= 2.4 (it converted a 1-element array with int(), an error there;
 triton >= 3.7 squeezes it first). Checked with triton 3.6 and 3.9.
@@ -41,7 +44,7 @@ try:
 except ImportError:  # pragma: no cover - require_interpreter() says how to install it
     _HAVE_TRITON = False
 
-__all__ = ["KernelProbe", "watch", "require_interpreter", "interpreting", "interpreter_compat", "cdiv",
+__all__ = ["KernelProbe", "watch", "install_guard", "require_interpreter", "interpreting", "interpreter_compat", "cdiv",
            "pow2", "attention_key_bound", "dense_attention", "run_watched", "expect_kernel", "BANNED"]
 
 INSTALL_HINT = ("triton is not installed in this kernel's Python: run `pip install triton` (or "
@@ -110,6 +113,13 @@ def interpreting() -> bool:
     return isinstance(_t.jit(_probe_fn), InterpretedFunction)
 
 
+def _install_on_import() -> None:
+    try:
+        install_guard()
+    except Exception:  # noqa: BLE001  (a triton whose interpreter differs: watch() will say so)
+        pass
+
+
 def require_interpreter() -> None:
     """Raise an AssertionError saying what to do when triton is missing or not interpreting."""
     if not _HAVE_TRITON:
@@ -140,6 +150,7 @@ class KernelProbe:
         self.launches = 0
         self.programs: list[int] = []
         self.kernels: list[str] = []
+        self.kernel_files: list[str] = []   # where each launched kernel (and each @triton.jit it called) was written
         self.max_load_tile = 0
         self.max_store_tile = 0
         self.loaded = 0
@@ -149,10 +160,8 @@ class KernelProbe:
         self.out_of_bounds = 0
         self.oob_examples: list[str] = []
         self._by_range: dict[tuple[int, int], list[int]] = {}   # (lo, hi) -> [loaded, stored]
-        self._args: list[tuple[str, int, int]] = []             # this launch: (name, lo, hi)
         self._stored_names: set[str] = set()
         self._snapshots: dict[int, object] = {}                 # data_ptr -> tensor after its last store
-        self._program = (0, 0, 0)
 
     # ---- what the tests read
     def loaded_from(self, t) -> int:
@@ -187,128 +196,167 @@ class KernelProbe:
                 "max_store_tile": self.max_store_tile, "loaded": self.loaded, "stored": self.stored,
                 "out_of_bounds": self.out_of_bounds}
 
-    # ---- recording (called from the interpreter)
-    def _register(self, names_and_tensors):
-        self._args = []
-        for name, t in names_and_tensors:
-            lo, hi = _extent(t)
-            self._args.append((name, lo, hi))
-            self._by_range.setdefault((lo, hi), [0, 0])
-
-    def _access(self, ptrs, mask, store: bool):
-        p = np.asarray(ptrs).astype(np.uint64, copy=False)
-        tile = int(p.size)
-        m = np.ones(p.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), p.shape)
-        # one tl.load/tl.store addresses one tensor: the one most of its active lanes point into;
-        # a lane past that tensor's end counts as out of bounds even if it lands in a neighbour
-        inside = np.zeros(p.shape, dtype=bool)
-        best = None
-        for name, lo, hi in self._args:
-            here = m & (p >= np.uint64(lo)) & (p < np.uint64(hi))
-            n = int(here.sum())
-            if n and (best is None or n > best[0]):
-                best = (n, name, lo, hi, here)
-        if best is not None:
-            n, name, lo, hi, inside = best
-            self._by_range[(lo, hi)][1 if store else 0] += n
-            if store:
-                self._stored_names.add(name)
-        bad = m & ~inside
-        nbad = int(bad.sum())
-        active = int(m.sum()) - nbad
-        if store:
+    # ---- recording (called from the guard, for every probe that is open)
+    def _record(self, acc: "_Access") -> None:
+        if acc.key is not None:
+            self._by_range.setdefault(acc.key, [0, 0])[1 if acc.store else 0] += acc.n_in
+            if acc.store:
+                self._stored_names.add(acc.name)
+        if acc.store:
             self.stores += 1
-            self.max_store_tile = max(self.max_store_tile, tile)
-            self.stored += active
+            self.max_store_tile = max(self.max_store_tile, acc.tile)
+            self.stored += acc.n_in
         else:
             self.loads += 1
-            self.max_load_tile = max(self.max_load_tile, tile)
-            self.loaded += active
-        if nbad:
-            self.out_of_bounds += nbad
+            self.max_load_tile = max(self.max_load_tile, acc.tile)
+            self.loaded += acc.n_in
+        if acc.n_bad:
+            self.out_of_bounds += acc.n_bad
             if len(self.oob_examples) < 3:
-                idx = tuple(int(i[0]) for i in np.nonzero(bad))
-                self.oob_examples.append(
-                    f"a tl.{'store' if store else 'load'} of a {tuple(p.shape)} block in program {self._program} of "
-                    f"{self.kernels[-1] if self.kernels else 'a kernel'}: lane {idx} points outside "
-                    "the tensor it reads or writes (mask it)")
-        return m & inside
+                self.oob_examples.append(acc.example)
 
 
-@contextlib.contextmanager
-def watch():
-    """Observe every interpreted kernel launched inside the block; yields a KernelProbe."""
-    require_interpreter()
+class _Access:
+    """One tl.load/tl.store checked against the tensors of the running launch: it addresses one
+    tensor, the one most of its active lanes point into; a lane past that tensor's extent is out of
+    bounds even if it lands in a neighbour."""
+
+    def __init__(self, ptrs, mask, store: bool):
+        p = np.asarray(ptrs).astype(np.uint64, copy=False)
+        m = np.ones(p.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), p.shape)
+        self.store, self.tile, self.key, self.name = store, int(p.size), None, ""
+        self.ok = np.zeros(p.shape, dtype=bool)
+        best = 0
+        for name, lo, hi in _LAUNCH["args"]:
+            here = m & (p >= np.uint64(lo)) & (p < np.uint64(hi))
+            n = int(here.sum())
+            if n > best:
+                best, self.key, self.name, self.ok = n, (lo, hi), name, here
+        self.n_in = best
+        bad = m & ~self.ok
+        self.n_bad = int(bad.sum())
+        self.example = ""
+        if self.n_bad:
+            idx = tuple(int(i[0]) for i in np.nonzero(bad))
+            self.example = (f"a tl.{'store' if store else 'load'} of a {tuple(p.shape)} block in program "
+                            f"{_LAUNCH['program']} of {_LAUNCH['kernel']}: lane {idx} points outside the tensor it "
+                            "reads or writes (mask it)")
+        self.changed = self.n_bad > 0
+
+
+_ACTIVE: list = []                       # the probes open now (watch() blocks, innermost last)
+_LAUNCH = {"args": [], "program": (0, 0, 0), "kernel": "a kernel"}
+_GUARD = {"installed": False}
+
+
+def _tensors(names, values):
     import torch
-    from triton.runtime import interpreter as interp
+    out = []
+    for name, v in zip(names, values):
+        items = v if isinstance(v, tuple) else (v,)
+        for j, item in enumerate(items):
+            base = item if isinstance(item, torch.Tensor) else getattr(item, "base", None)
+            if isinstance(base, torch.Tensor):
+                out.append((name if len(items) == 1 else f"{name}[{j}]", base))
+    return out
 
-    probe = KernelProbe()
+
+def install_guard() -> bool:
+    """Route every load and store of Triton's interpreter through the bounds check, for good: a
+    lane outside the tensor it addresses is not performed (so a missing mask never corrupts the
+    kernel's memory or crashes it, also outside a `watch()` block), and open probes record it.
+    Idempotent; returns whether the guard is in place (False without the interpreter)."""
+    if _GUARD["installed"]:
+        return True
+    if not interpreting():
+        return False
+    from triton.runtime import interpreter as interp
     builder = interp.interpreter_builder
     ge = interp.GridExecutor
     orig_call, orig_init = ge.__call__, ge._init_args_hst
     orig_load, orig_store = builder.create_masked_load, builder.create_masked_store
     orig_grid, orig_idx = builder.set_grid_dim, builder.set_grid_idx
 
-    def _tensors(names, values):
-        out = []
-        for name, v in zip(names, values):
-            items = v if isinstance(v, tuple) else (v,)
-            for j, item in enumerate(items):
-                base = getattr(item, "base", item) if not isinstance(item, torch.Tensor) else item
-                if isinstance(base, torch.Tensor):
-                    out.append((name if len(items) == 1 else f"{name}[{j}]", base))
-        return out
-
     def init_args(self, args_dev, kwargs):
         args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
         names = list(self.arg_names[:len(args_hst)]) + list(kwargs_hst)
-        probe._register(_tensors(names, list(args_hst) + list(kwargs_hst.values())))
+        _LAUNCH["args"] = [(n, *_extent(t)) for n, t in _tensors(names, list(args_hst) + list(kwargs_hst.values()))]
         return args_hst, kwargs_hst
 
     def call(self, *args_dev, **kwargs):
-        probe.launches += 1
-        probe.kernels.append(getattr(self.fn, "__name__", "kernel"))
-        probe._stored_names = set()
+        outer = dict(_LAUNCH)
+        _LAUNCH["kernel"] = getattr(self.fn, "__name__", "a kernel")
+        probes = list(_ACTIVE)
+        where = getattr(getattr(self.fn, "__code__", None), "co_filename", "")
+        for probe in probes:
+            probe.launches += 1
+            probe.kernels.append(_LAUNCH["kernel"])
+            probe.kernel_files.append(where)
+            probe._stored_names = set()
         try:
             return orig_call(self, *args_dev, **kwargs)
         finally:
+            _LAUNCH.update(outer)
             names = list(self.arg_names[:len(args_dev)]) + [k for k in kwargs if k in self.arg_names]
             values = list(args_dev) + [kwargs[k] for k in kwargs if k in self.arg_names]
             for name, t in _tensors(names, values):
-                if name in probe._stored_names:
-                    probe._snapshots[t.data_ptr()] = t.detach().clone().cpu()
+                for probe in probes:
+                    if name in probe._stored_names:
+                        probe._snapshots[t.data_ptr()] = t.detach().clone().cpu()
 
     def set_grid_dim(nx, ny, nz):
-        probe.programs.append(int(nx) * int(ny) * int(nz))
+        for probe in _ACTIVE:
+            probe.programs.append(int(nx) * int(ny) * int(nz))
         return orig_grid(nx, ny, nz)
 
     def set_grid_idx(x, y, z):
-        probe._program = (int(x), int(y), int(z))
+        _LAUNCH["program"] = (int(x), int(y), int(z))
         return orig_idx(x, y, z)
 
     # the builder's signatures differ between triton versions: only the first arguments are read
     def load(ptrs, mask, *rest, **kw):
-        ok = probe._access(ptrs.data, mask.data, store=False)
-        if not np.array_equal(ok, np.broadcast_to(np.asarray(mask.data, dtype=bool), ok.shape)):
-            mask = interp.TensorHandle(ok, mask.dtype)   # the stray lanes are not performed
+        acc = _Access(ptrs.data, mask.data, store=False)
+        for probe in _ACTIVE:
+            probe._record(acc)
+        if acc.changed:
+            mask = interp.TensorHandle(acc.ok, mask.dtype)   # the stray lanes are not performed
         return orig_load(ptrs, mask, *rest, **kw)
 
     def store(ptrs, value, mask, *rest, **kw):
-        ok = probe._access(ptrs.data, mask.data, store=True)
-        if not np.array_equal(ok, np.broadcast_to(np.asarray(mask.data, dtype=bool), ok.shape)):
-            mask = interp.TensorHandle(ok, mask.dtype)   # the stray lanes are not performed
+        acc = _Access(ptrs.data, mask.data, store=True)
+        for probe in _ACTIVE:
+            probe._record(acc)
+        if acc.changed:
+            mask = interp.TensorHandle(acc.ok, mask.dtype)
         return orig_store(ptrs, value, mask, *rest, **kw)
 
+    orig_device_call = interp.InterpretedFunction.__call__
+
+    def device_call(self, *args, **kwargs):   # a @triton.jit function called from inside a kernel
+        where = getattr(getattr(self.fn, "__code__", None), "co_filename", "")
+        for probe in _ACTIVE:
+            probe.kernel_files.append(where)
+        return orig_device_call(self, *args, **kwargs)
+
+    interp.InterpretedFunction.__call__ = device_call
     ge.__call__, ge._init_args_hst = call, init_args
     builder.create_masked_load, builder.create_masked_store = load, store
     builder.set_grid_dim, builder.set_grid_idx = set_grid_dim, set_grid_idx
+    _GUARD["installed"] = True
+    return True
+
+
+@contextlib.contextmanager
+def watch():
+    """Observe every interpreted kernel launched inside the block; yields a KernelProbe."""
+    require_interpreter()
+    install_guard()
+    probe = KernelProbe()
+    _ACTIVE.append(probe)
     try:
         yield probe
     finally:
-        ge.__call__, ge._init_args_hst = orig_call, orig_init
-        for name in ("create_masked_load", "create_masked_store", "set_grid_dim", "set_grid_idx"):
-            builder.__dict__.pop(name, None)
-
+        _ACTIVE.remove(probe)
 
 
 # ---------------------------------------------------------------- what a test cell calls
@@ -361,7 +409,8 @@ def expect_kernel(probe, outputs, what: str, *, max_tile: int, stored, banned: s
     `max_tile` elements, no lane outside its tensor, `(tensor, lo, hi, label)` in `reads`: active
     elements loaded from that tensor within [lo, hi], exactly `stored` elements written (or within
     a (lo, hi) pair), each of
-    `outputs` exactly what a kernel stored, and none of the exercise's `banned` torch calls."""
+    `outputs` exactly what a kernel stored, no kernel (or @triton.jit helper) from solutions_lib, and
+    none of the exercise's `banned` torch calls."""
     from .grading import expect_between, expect_equal
     expect_equal(probe.launches, 1, f"{what}: kernel launches",
                  hint="one fused kernel: the wrapper checks, allocates and launches once")
@@ -386,6 +435,14 @@ def expect_kernel(probe, outputs, what: str, *, max_tile: int, stored, banned: s
     for i, out in enumerate(outputs):
         expect_equal(probe.returned_from_kernel(out), True, f"{what}: output {i} is what your kernel stored",
                      hint="return the tensor your kernel wrote; do the arithmetic inside the kernel")
+    import os
+    lib = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    expect_equal(sorted({os.path.basename(f) for f in probe.kernel_files if os.path.abspath(f).startswith(lib)}), [],
+                 f"{what}: kernels taken from the course's library",
+                 hint="write the kernel yourself (the course's Triton kernels are not an answer)")
     names = set(BANNED[banned])
     expect_equal(sorted({op for op in probe.torch_ops if op in names}), [], f"{what}: torch calls doing the work",
                  hint="the wrapper only checks arguments, allocates and launches; the math belongs in the kernel")
+
+
+_install_on_import()
