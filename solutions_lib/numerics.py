@@ -186,6 +186,55 @@ def accumulate_updates(w0, updates, fmt="bf16", master_fmt=None) -> float:
     return float(master.to(dt))
 
 
+def kahan_bf16_step(param: torch.Tensor, comp: torch.Tensor, update: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One Kahan-compensated update of bf16 weights: (param + update, compensation), both bf16.
+
+    Kahan (1965) summation with the running error kept in a second bf16 tensor, as in bf16-only
+    training without an fp32 master copy (Zamirai et al. 2020, "Revisiting BFloat16 Training"):
+
+        y = update - comp;   t = bf16(param + y);   comp = bf16((t - param) - y);   param = t
+
+    `comp` holds what the last rounding lost (with the sign Kahan's algorithm gives it), and the
+    next update pays it back, so small updates that plain bf16 rounds away accumulate. The
+    arithmetic of each line runs in fp32; only the stored state is bf16 (2 + 2 bytes per weight
+    instead of 2 + 4 for a bf16 copy plus an fp32 master).
+    """
+    for name, t in (("param", param), ("comp", comp)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.bfloat16:
+            raise ValueError(f"{name} must be a bfloat16 tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+    if not isinstance(update, torch.Tensor) or not update.is_floating_point():
+        raise ValueError(f"update must be a floating-point tensor, got {type(update).__name__}")
+    if param.shape != comp.shape or param.shape != update.shape:
+        raise ValueError(f"param, comp and update must have one shape, got {tuple(param.shape)}, "
+                         f"{tuple(comp.shape)}, {tuple(update.shape)}")
+    p32, y = param.float(), update.float() - comp.float()
+    t = (p32 + y).to(torch.bfloat16)
+    new_comp = ((t.float() - p32) - y).to(torch.bfloat16)
+    return t, new_comp
+
+
+def stochastic_round_bf16(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Round fp32 values to bf16 up or down at random, unbiased: E[result] = x.
+
+    A bf16 number is the top 16 bits of an fp32 one. Adding a uniform random integer in
+    [0, 2^16) to the fp32 bit pattern and truncating the low 16 bits rounds up with probability
+    (x - lo) / (hi - lo), where lo, hi are the bf16 neighbours of x (Gupta et al. 2015, "Deep
+    Learning with Limited Numerical Precision"; the bit trick as in bf16 optimizers). Values
+    already in bf16 come back unchanged. Draws come from `generator` only, so a seeded generator
+    gives the same rounding every time.
+    """
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
+        raise ValueError(f"x must be a float32 tensor, got {getattr(x, 'dtype', type(x).__name__)}")
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if not torch.isfinite(x).all():
+        raise ValueError("x must be finite")
+    bits = x.contiguous().view(torch.int32)
+    noise = torch.randint(0, 1 << 16, x.shape, generator=generator, dtype=torch.int32)
+    rounded = (bits + noise) & -65536  # 0xFFFF0000 as a signed int32
+    return rounded.view(torch.float32).to(torch.bfloat16)
+
+
 # ---------------------------------------------------------------- loss scaling
 
 

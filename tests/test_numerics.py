@@ -197,3 +197,62 @@ def test_recorder_sees_softmax_and_the_largest_tensor():
     with N.TensorOpRecorder() as rec:
         y = torch.softmax(x @ x.T, -1)
     assert rec.called("softmax") == ["softmax"] and rec.largest == x.numel() == 2 * y.numel()
+
+
+# ---------------------------------------------------------------- bf16 weights without an fp32 master copy
+
+def _bf16_neighbours(x: torch.Tensor):
+    """The bf16 values just below and just above each fp32 value (equal when x is a bf16 value)."""
+    n = x.to(torch.bfloat16)
+    up, down = torch.full_like(n, float("inf")), torch.full_like(n, float("-inf"))
+    exact = n.float() == x
+    lo = torch.where(n.float() > x, torch.nextafter(n, down), n)
+    hi = torch.where(n.float() < x, torch.nextafter(n, up), n)
+    return torch.where(exact, n, lo), torch.where(exact, n, hi)
+
+
+def test_stochastic_round_bf16_picks_a_neighbour_and_is_unbiased():
+    from solutions_lib.numerics import stochastic_round_bf16
+
+    x = torch.cat([torch.randn(500, generator=torch.Generator().manual_seed(0)) * 10.0 ** torch.arange(-3, 2).repeat(100),
+                   torch.tensor([1.0, -2.5, 0.0, 3.0e38])])
+    r = stochastic_round_bf16(x, torch.Generator().manual_seed(1))
+    lo, hi = _bf16_neighbours(x)
+    assert r.dtype == torch.bfloat16 and bool(((r == lo) | (r == hi)).all())
+    exact = x.to(torch.bfloat16).float() == x
+    assert torch.equal(r[exact], x[exact].to(torch.bfloat16))
+    for v in (1.001, -0.3337, 7.0e-5):
+        draws = stochastic_round_bf16(torch.full((40000,), v), torch.Generator().manual_seed(2)).double()
+        l, h = (t.double()[0] for t in _bf16_neighbours(torch.tensor([v])))
+        p = (v - float(l)) / float(h - l)
+        sd = float(h - l) * (p * (1 - p) / 40000) ** 0.5
+        assert abs(float(draws.mean()) - v) < 5 * sd + 1e-12, (v, float(draws.mean()))
+    a = stochastic_round_bf16(x, torch.Generator().manual_seed(5))
+    assert torch.equal(a, stochastic_round_bf16(x, torch.Generator().manual_seed(5)))
+    assert not torch.equal(a, stochastic_round_bf16(x, torch.Generator().manual_seed(6)))
+    for bad in (lambda: stochastic_round_bf16(x.double(), torch.Generator()),
+                lambda: stochastic_round_bf16(x, 3),
+                lambda: stochastic_round_bf16(torch.tensor([float("nan")]), torch.Generator())):
+        with pytest.raises(ValueError):
+            bad()
+
+
+def test_kahan_bf16_step_tracks_the_exact_sum():
+    from solutions_lib.numerics import kahan_bf16_step
+
+    g = torch.Generator().manual_seed(3)
+    p = torch.ones(64, dtype=torch.bfloat16) * (1 + torch.rand(64, generator=g)).bfloat16()
+    exact, plain, c = p.double(), p.clone(), torch.zeros(64, dtype=torch.bfloat16)
+    for _ in range(2000):
+        u = 1e-4 * torch.randn(64, generator=g).abs() + 2e-5
+        p, c = kahan_bf16_step(p, c, u)
+        plain = (plain.float() + u).to(torch.bfloat16)
+        exact += u.double()
+    assert p.dtype == c.dtype == torch.bfloat16
+    ulp = exact.abs() * 2.0 ** -7
+    assert bool(((p.double() - exact).abs() <= ulp).all())          # within one bf16 step of the exact sum
+    assert bool(((plain.double() - exact).abs() > 10 * ulp).all())  # plain bf16 loses the updates
+    with pytest.raises(ValueError):
+        kahan_bf16_step(p.float(), c, u)
+    with pytest.raises(ValueError):
+        kahan_bf16_step(p, c[:3], u)
