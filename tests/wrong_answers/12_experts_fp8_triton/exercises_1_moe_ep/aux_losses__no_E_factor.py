@@ -1,0 +1,10 @@
+# loses: aux_loss_tests
+# why: balancing loss without the factor E (sum f_i P_i)
+def balancing_loss(logits, experts):
+    n = logits.shape[1]
+    f = torch.bincount(experts.reshape(-1), minlength=n).to(logits.dtype) / experts.numel()
+    return (f * torch.softmax(logits, dim=-1).mean(0)).sum()
+
+
+def router_z_loss(logits):
+    return torch.logsumexp(logits, dim=-1).pow(2).mean()

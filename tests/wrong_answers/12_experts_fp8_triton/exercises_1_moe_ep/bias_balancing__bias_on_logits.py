@@ -1,0 +1,12 @@
+# loses: bias_tests
+# why: the bias added to the logits before the softmax, so both choice and gates move
+def biased_route(logits, bias, k):
+    p = torch.softmax(logits + bias, dim=-1)
+    experts = p.topk(k, dim=-1).indices
+    top = p.gather(1, experts)
+    return top / top.sum(dim=-1, keepdim=True), experts
+
+
+def update_bias(bias, experts, n_experts, rate):
+    load = torch.bincount(experts.reshape(-1), minlength=n_experts).to(bias.dtype)
+    return bias + rate * torch.sign(experts.numel() / n_experts - load)

@@ -1,0 +1,12 @@
+# loses: bias_tests
+# why: update proportional to the load error instead of its sign
+def biased_route(logits, bias, k):
+    p = torch.softmax(logits, dim=-1)
+    experts = (p + bias).topk(k, dim=-1).indices
+    top = p.gather(1, experts)
+    return top / top.sum(dim=-1, keepdim=True), experts
+
+
+def update_bias(bias, experts, n_experts, rate):
+    load = torch.bincount(experts.reshape(-1), minlength=n_experts).to(bias.dtype)
+    return bias + rate * (experts.numel() / n_experts - load)

@@ -1,0 +1,10 @@
+# loses: route_validation
+# why: k=True passes the int check (bool is a subclass of int)
+def top_k_route(logits, k):
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
+        raise ValueError("logits must be a tensor of shape (tokens, experts)")
+    if not isinstance(k, int) or not 1 <= k <= logits.shape[1]:
+        raise ValueError(f"k must be an int in [1, {logits.shape[1]}], got {k!r}")
+    probs = torch.softmax(logits, dim=-1)
+    top, experts = probs.topk(k, dim=-1)
+    return top / top.sum(dim=-1, keepdim=True), experts
