@@ -1,0 +1,13 @@
+# loses: project_run_validation
+# why: train_tokens is never checked
+def project_run(layout, model, cluster, train_tokens):
+    """The planner's projection of a whole training run: step time, tokens/s, MFU, days, memory."""
+    if isinstance(train_tokens, bool) or not isinstance(train_tokens, (int, float)) \
+            or not math.isfinite(train_tokens) or train_tokens <= 0:
+        pass
+    step = upstream.layout_step_time(layout, model, cluster)
+    mem = upstream.layout_memory_per_rank(layout, model)["total"]
+    tokens = model["global_batch"] * model["seq_len"]
+    return {"step_time": step["total"], "tokens_per_second": tokens / step["total"],
+            "mfu": step["compute"] / step["total"], "days": train_tokens / tokens * step["total"] / 86400,
+            "memory_gb": mem / 1e9, "fits": mem <= cluster["memory"]}
