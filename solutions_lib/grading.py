@@ -608,9 +608,28 @@ _SETPROFILE_CODE = getattr(threading.setprofile, "__code__", None)
 _SETTRACE_CODE = getattr(threading.settrace, "__code__", None)
 
 
+def _installed_dirs() -> set[str]:
+    """The folders the kernel's own packages are installed in: where numpy, torch, zmq, IPython,
+    ipykernel, ... were imported from when this module was imported. They can lie outside
+    sys.prefix (a user site, a .pth file, PYTHONPATH: the kit's benchmark venv, a `pip install
+    --user` beside a system Jupyter), and a thread that zmq or torch runs there (zmq's garbage
+    collector after a plot) is not the student's. Only folders that hold one of these packages:
+    not the user site as such, which a kernel could write a module into."""
+    dirs = set()
+    for name in ("numpy", "torch", "zmq", "IPython", "ipykernel", "jupyter_client", "tornado", "matplotlib"):
+        mod = sys.modules.get(name)
+        f = getattr(mod, "__file__", None) if mod is not None else None
+        if isinstance(f, str) and os.path.basename(f) == "__init__.py":
+            dirs.add(os.path.dirname(os.path.dirname(f)))
+    return {os.path.realpath(d) for d in dirs if d and os.path.isdir(d)}
+
+
+_INSTALLED_DIRS = _installed_dirs()
+
+
 def _trusted_roots() -> tuple[str, ...]:
     roots = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, os.path.dirname(__file__),
-                                           os.path.dirname(os.__file__)) if p}
+                                           os.path.dirname(os.__file__)) if p} | _INSTALLED_DIRS
     return tuple(r.rstrip("/") + "/" for r in roots)
 
 

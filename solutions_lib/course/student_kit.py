@@ -306,9 +306,10 @@ def withheld_lines() -> dict[str, set[str]]:
             for k, v in per.items()}
 
 
-def bench(assignments: list[str] | None = None, out=print) -> bool:
+def bench(assignments: list[str] | None = None, out=print, only: str | None = None) -> bool:
     """`python -m solutions_lib bench studentkit`: build the wheel, install it in a fresh venv and
-    validate every solved release notebook there (and the blank ones fail). Goal: all pass."""
+    validate every solved release notebook there (and the blank ones fail). Goal: all pass.
+    `only`: validate only the notebooks whose `assignment/name` contains this text."""
     import time
 
     from .grader import Course, make_course, solved_version
@@ -326,6 +327,8 @@ def bench(assignments: list[str] | None = None, out=print) -> bool:
             course = Course(make_course(Path(t) / "c" / a, [a], root))
             course.generate(a)
             for src in sorted((root / "source" / a).glob("*.ipynb")):
+                if only and only not in f"{a}/{src.name}":
+                    continue
                 rel = course.release_notebook(a, src.name)
                 work = Path(t) / "nb" / a
                 work.mkdir(parents=True, exist_ok=True)
