@@ -11,6 +11,11 @@ for the notebook to check (docs/GRADING.md rule 5). A crash of the answer inside
     tp_rank(rank, world, parallelize_fn, case)       # parallelize_module vs tp_lab's column/row layers (11 ex1)
     pp_rank(rank, world, step_fn, case)              # torch.distributed.pipelining vs a by-hand 1F1B (11 ex2 A)
 
+and one check per test cell, which launches the probe and checks in the notebook what the ranks measured:
+
+    check_mesh(torch_mesh, [(2, 2)]); check_fsdp(shard_with_fsdp2, 2, case)
+    check_tp(parallelize_mlp, 2, case); check_pp(torch_pipeline_step, 2, case)
+
 What is counted where: the process-group collectives of FSDP2 (all-gather and reduce-scatter of the
 flat shards) and the point-to-point messages of `torch.distributed.pipelining` (batch_isend_irecv)
 go through `torch.distributed`'s Python functions, so `CommCounter` sees them. DTensor's
@@ -32,7 +37,7 @@ import torch.nn.functional as F
 from ..grading import GradingError
 from .counting import CommCounter
 
-__all__ = ["hand_mesh", "mesh_rank", "fsdp_model", "fsdp_rank", "NormMLP", "tp_case", "tp_rank",
+__all__ = ["check_mesh", "check_fsdp", "check_tp", "check_pp", "hand_mesh", "mesh_rank", "fsdp_model", "fsdp_rank", "NormMLP", "tp_case", "tp_rank",
            "pp_model", "pp_rank", "hand_pipeline", "schedule_events", "local_numel", "funcol_counts"]
 
 
@@ -513,3 +518,108 @@ def pp_rank(rank: int, world: int, step_fn, case: dict) -> list[dict]:
         rep.update(hand_losses=hand_losses, hand_grads=hand_grads, schedule=schedule)
         reports.append(rep)
     return reports
+
+
+# ------------------------------------------------------------------------------------------------ the checks
+# Each test cell of the notebook is one call of these: run the probe on the ranks, then check in the
+# notebook process what the ranks measured (docs/GRADING.md rule 5), with a hint a student can act on.
+
+_TP_INNER = "TP innermost: rank = d * tp + t, so the TP group of a rank is the tp consecutive ranks of its row."
+
+
+def check_mesh(torch_mesh, cases) -> None:
+    """torch_mesh(dp, tp) on 4 ranks for each (dp, tp) of `cases` against the by-hand groups."""
+    from ..grading import expect_close, expect_equal
+    from .graded import launch_graded
+
+    for r, reports in enumerate(launch_graded(mesh_rank, 4, args=(torch_mesh, list(cases)))):
+        for (dp, tp), rep in zip(cases, reports):
+            at = f"torch_mesh({dp}, {tp}) on rank {r} of 4"
+            expect_equal(rep["names"], ["dp", "tp"], f"{at}: mesh.mesh_dim_names", hint="name the dimensions 'dp', 'tp'.")
+            expect_equal(rep["tp"], rep["hand_tp"], f"{at}: ranks of mesh['tp']'s group vs the by-hand TP group",
+                         hint=_TP_INNER)
+            expect_equal(rep["dp"], rep["hand_dp"], f"{at}: ranks of mesh['dp']'s group vs the by-hand DP group",
+                         hint="the DP group holds the ranks with the same t: t, t + tp, t + 2 tp, ...")
+            expect_equal(rep["coord"], rep["hand_coord"], f"{at}: mesh.get_coordinate() vs (d, t)", hint=_TP_INNER)
+            expect_close([rep["tp_sum"], rep["dp_sum"]], [rep["hand_tp_sum"], rep["hand_dp_sum"]],
+                         f"{at}: all-reduce of (rank + 1)^2 over the mesh's tp and dp groups vs the by-hand groups",
+                         rtol=0, atol=0)
+            expect_equal(rep["counted"], 2, f"{at}: the two all-reduces over the mesh's groups, counted by CommCounter")
+
+
+def check_fsdp(shard_fn, world: int, case: dict, units: int = 3) -> None:
+    """One SGD step of shard_fn(fsdp_model(...)) against the course's FlatShardFSDP on `world` ranks."""
+    from ..grading import expect_close, expect_equal
+    from .graded import launch_graded
+
+    for r, rep in enumerate(launch_graded(fsdp_rank, world, args=(shard_fn, case))):
+        at = f"rank {r} of {world}, dims {case['dims']}"
+        expect_equal(rep["local"], [n // world for n in rep["full"]], f"{at}: elements of each parameter on this rank "
+                     "(DTensor.to_local())", hint="fully_shard keeps 1/N of every parameter per rank; a whole "
+                     "parameter on every rank is not sharded.")
+        expect_close(rep["grads"], rep["hand_grads"], f"{at}: full gradients vs the by-hand FSDP's", rtol=1e-5,
+                     atol=1e-6, hint="each rank's gradient must be the average over the ranks.")
+        expect_close(rep["after"], rep["hand_after"], f"{at}: parameters after one SGD step vs the by-hand FSDP's",
+                     rtol=1e-5, atol=1e-6)
+        fwd, bwd, hfwd, hbwd = (rep[k] for k in ("fwd", "bwd", "hand_fwd", "hand_bwd"))
+        expect_equal(fwd.get("all_gather", (0, 0))[0], units, f"{at}: all-gathers in the forward",
+                     hint="one unit per nn.Linear: one all-gather each.")
+        expect_equal(bwd.get("all_gather", (0, 0))[0], units, f"{at}: all-gathers in the backward",
+                     hint="resharded after forward, each unit is gathered again for its backward.")
+        expect_equal(bwd.get("reduce_scatter", (0, 0))[0], units, f"{at}: reduce-scatters in the backward",
+                     hint="one per unit.")
+        expect_equal(bwd.get("reduce_scatter", (0, 0))[1], hbwd["reduce_scatter"][1],
+                     f"{at}: bytes reduce-scattered vs the by-hand FSDP's")
+        expect_equal(fwd.get("all_gather", (0, 0))[1], hfwd["all_gather"][1],
+                     f"{at}: bytes all-gathered in the forward vs the by-hand FSDP's")
+
+
+_TOL = dict(rtol=1e-9, atol=1e-12)
+
+
+def check_tp(parallelize_fn, world: int, case: dict) -> None:
+    """parallelize_fn(NormMLP, mesh, sp) against the by-hand column/row layers on `world` ranks."""
+    from ..grading import expect_close, expect_equal
+    from .graded import launch_graded
+
+    sp = case["sequence_parallel"]
+    for r, rep in enumerate(launch_graded(tp_rank, world, args=(parallelize_fn, case))):
+        at = f"rank {r} of {world}, sequence_parallel={sp}"
+        for name, how in (("fc1_w", "rows [r k, (r+1) k): column parallel"), ("fc2_w", "columns: row parallel")):
+            expect_equal(tuple(rep[name].shape), tuple(rep["hand_" + name].shape),
+                         f"{at}: shape of the {name[:3]}.weight shard this rank keeps", hint=f"{name[:3]}: {how}.")
+            expect_close(rep[name], rep["hand_" + name], f"{at}: {name[:3]}.weight's local shard vs by hand",
+                         rtol=0, atol=0, hint=f"{name[:3]}: {how}.")
+        expect_close(rep["out"], rep["hand_out"], f"{at}: output vs the by-hand layers", **_TOL)
+        expect_close(rep["xgrad"], rep["hand_xgrad"], f"{at}: gradient of the input vs by hand", **_TOL)
+        for name in ("fc1_g", "fc2_g", "fc1_bg"):
+            expect_close(rep[name], rep["hand_" + name], f"{at}: gradient of the local {name} shard vs by hand", **_TOL)
+        expect_close(rep["norm_g"], rep["hand_norm_g"], f"{at}: LayerNorm's full gradients vs by hand", **_TOL,
+                     hint="under SP each rank's LayerNorm sees its own tokens: its gradient is a partial sum.")
+        expect_equal(rep["fwd"], rep["hand_fwd"], f"{at}: collectives in the forward, torch's (CommDebugMode) vs "
+                     "by hand (CommCounter)", hint="TP: one all-reduce; SP: one all-gather and one reduce-scatter.")
+        expect_equal(rep["bwd"], rep["hand_bwd"], f"{at}: collectives in the backward, torch's vs by hand")
+
+
+def check_pp(step_fn, world: int, case: dict) -> None:
+    """step_fn (torch.distributed.pipelining) against the by-hand 1F1B on `world` ranks, per schedule."""
+    from ..grading import expect_between, expect_close, expect_equal
+    from .graded import launch_graded
+
+    L, m = case["layers"], case["m"]
+    for r, reports in enumerate(launch_graded(pp_rank, world, args=(step_fn, case))):
+        mine = [int(r * L // world <= j < (r + 1) * L // world) for j in range(L)]
+        for rep in reports:
+            at = f"rank {r} of {world}, {rep['schedule']}, L={L}, m={m}"
+            expect_equal(rep["ran"], mine, f"{at}: layers that ran a forward on this rank (1 = ran)",
+                         hint="rank r runs only its stage, layers [r L/p, (r+1) L/p).")
+            expect_equal(rep["has_grad"], mine, f"{at}: layers with a gradient on this rank (1 = has one)")
+            expect_close(rep["grads"], rep["hand_grads"], f"{at}: gradients of the stage's layers vs by-hand 1F1B",
+                         **_TOL, hint="the gradient of the mean of the micro-batch losses.")
+            expect_close(rep["losses"], rep["hand_losses"], f"{at}: losses returned vs by-hand 1F1B", **_TOL,
+                         hint="the last stage returns the m micro-batch losses as floats, the others [].")
+            expect_equal(rep["events"], schedule_events(rep["schedule"], r, world, m),
+                         f"{at}: order of forwards and backwards of the stage's micro-batches",
+                         hint="GPipe: all forwards, then all backwards; 1F1B: p - 1 - s forwards, then alternate.")
+            expect_between(rep["p2p"], 1, None, f"{at}: point-to-point calls (CommCounter)")
+            expect_equal(rep["collectives"], 0, f"{at}: collectives issued (CommCounter)")
