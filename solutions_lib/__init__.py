@@ -9,3 +9,11 @@ Modules (SI units throughout: bytes, seconds, FLOPs, FLOP/s):
 Run `python -m solutions_lib --help` for the command-line tools.
 """
 __version__ = "0.1.0"
+
+try:   # inside a notebook's kernel: a test run before its answer cell says what to do (kernel_hints.py)
+    from .kernel_hints import install as _install_kernel_hints
+
+    _install_kernel_hints()
+    del _install_kernel_hints
+except Exception:  # noqa: BLE001 - never let a hint break the import
+    pass

@@ -80,3 +80,31 @@ def test_a_thread_of_an_installed_package_outside_sys_prefix_is_not_the_students
             t.join()
     finally:
         gc.stop()
+
+
+def _validate(tmp_path, name, test_source):
+    import os
+    import subprocess
+
+    import nbformat
+
+    nb = nbs.normalise(nbs.new_notebook([
+        nbs.answer("sq", "def sq(x):\n    ### BEGIN SOLUTION\n    return x * x\n    ### END SOLUTION"),
+        nbs.tests("sq_tests", test_source, 1, ["TSX-01"]),
+    ]))
+    nb.cells[0].source = nbs.strip_solution_markers(nb.cells[0].source)   # solved, as a student hands it in
+    nbformat.write(nb, tmp_path / name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TAS_", "NBGRADER_", "PYTHONPATH"))}
+    p = subprocess.run([sys.executable, "-m", "nbgrader", "validate", name], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    return "Success! Your notebook passes all the tests." in p.stdout + p.stderr
+
+
+def test_validate_ignores_stderr_of_a_test_cell_as_the_grader_does_and_still_fails_an_error(tmp_path):
+    """Under `nbgrader validate` the kit (imported by every notebook) sends Python's stderr to stdout,
+    so a warning or argparse's usage in a test cell does not fail Validate (the grader ignores
+    stderr too); without the kit, stock Validate fails that cell; an error still fails it."""
+    noisy = "import sys, warnings\n{imp}print('usage: x', file=sys.stderr)\nwarnings.warn('harmless')\nassert sq(3) == 9"
+    assert _validate(tmp_path, "kit.ipynb", noisy.format(imp="import solutions_lib\n"))
+    assert not _validate(tmp_path, "stock.ipynb", noisy.format(imp=""))
+    assert not _validate(tmp_path, "wrong.ipynb", "import solutions_lib\nassert sq(3) == 10")

@@ -15,6 +15,13 @@
 * Failure: every process group gets a timeout (a hung collective raises within it); a rank that
   raises or dies fails the whole run at once with that rank's traceback, the other ranks are
   killed, and no process is left behind. ``LaunchError`` carries the reason.
+* Deadlocks and hangs: each rank writes what it is waiting for (the call, its peer or group, the
+  tensor, the code and, for a pipeline stage's method, the stage) into shared memory before every
+  send, receive and collective (`waits.py`). When no rank failed with an error of its own and one
+  timed out, the report is that of a deadlock (every unfinished rank was waiting) or a hang (a
+  rank waited for one that was running other code or had finished), with every rank's wait, the
+  same whichever rank's timer fired first; a rank's "Connection closed by peer" after another
+  rank gave up is never the reason given.
 """
 from __future__ import annotations
 
@@ -30,6 +37,8 @@ from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
+
+from . import waits as _waits
 
 __all__ = ["LaunchError", "launch", "default_backend"]
 
@@ -82,11 +91,14 @@ def _hide_cuda() -> None:
     torch.cuda.is_available = lambda: False
 
 
-def _worker(rank, world_size, port_conn, backend, pg_timeout, threads, fn, args, kwargs, conn, forked=False):
+def _worker(rank, world_size, port_conn, backend, pg_timeout, threads, fn, args, kwargs, conn, forked=False,
+            slots=None):
     stage = "init-error"
     try:
         if forked:
             _hide_cuda()
+        if slots is not None:
+            _waits.install(slots, rank)
         if threads:
             torch.set_num_threads(threads)
         if not port_conn.poll(pg_timeout):
@@ -159,6 +171,7 @@ def launch(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), kwa
 
 def _launch_once(ctx, fn, world_size, args, kwargs, backend, timeout, collective_timeout, threads):
     procs, conns, port_conns, store = [], [], [], None
+    slots = ctx.RawArray("c", world_size * _waits.SLOT_BYTES)   # what each rank waits for (waits.py)
     try:
         # Fork every rank first, then open the store: no store thread exists while forking.
         for rank in range(world_size):
@@ -166,7 +179,7 @@ def _launch_once(ctx, fn, world_size, args, kwargs, backend, timeout, collective
             port_child, port_parent = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, daemon=True,
                             args=(rank, world_size, port_child, backend, collective_timeout, threads,
-                                  fn, args, kwargs, child_end, ctx.get_start_method() == "fork"))
+                                  fn, args, kwargs, child_end, ctx.get_start_method() == "fork", slots))
             p.start()
             child_end.close()
             port_child.close()
@@ -177,7 +190,7 @@ def _launch_once(ctx, fn, world_size, args, kwargs, backend, timeout, collective
                               timeout=_dt.timedelta(seconds=collective_timeout))
         for c in port_conns:
             c.send(store.port)
-        return _collect(procs, conns, timeout)
+        return _collect(procs, conns, timeout, slots=slots, collective_timeout=collective_timeout)
     finally:
         for p in procs:
             if p.is_alive():
@@ -190,15 +203,17 @@ def _launch_once(ctx, fn, world_size, args, kwargs, backend, timeout, collective
 
 
 _PEER_SYMPTOMS = ("Connection closed by peer", "Connection reset by peer", "Timed out", "timed out")
+_TIMEOUT_SYMPTOMS = ("Timed out", "timed out", "operation timeout")
 
 
-def _collect(procs, conns, timeout, grace=1.0):
+def _collect(procs, conns, timeout, grace=1.0, slots=None, collective_timeout=None):
     """Results by rank, or LaunchError naming the rank that failed first.
 
     When one rank fails, its peers usually fail a moment later inside a collective
     ("connection closed by peer", a timeout). We wait `grace` seconds for those reports and
     blame, in order: a rank that died without a word, a rank whose error is its own, then the
-    earliest report.
+    earliest report. When every report is a time-out or a closed connection, the run
+    deadlocked or hung: `_wait_report` says what every rank was waiting for.
     """
     results: dict[int, Any] = {}
     failures: dict[int, tuple[int, float, str]] = {}
@@ -212,7 +227,8 @@ def _collect(procs, conns, timeout, grace=1.0):
             if failures:
                 break
             raise LaunchError(f"the run exceeded its {timeout:g} s limit; ranks still running: "
-                              f"{sorted(pending)} (a hung collective or an endless loop?)")
+                              f"{sorted(pending)} (a hung collective or an endless loop?)"
+                              + _waiting_lines(slots, sorted(pending)))
         ready = mpc.wait(list(pending.values()) + [procs[r].sentinel for r in pending],
                          timeout=min(deadline - now, 0.2))
         for rank, conn in list(pending.items()):
@@ -237,6 +253,10 @@ def _collect(procs, conns, timeout, grace=1.0):
                                       f"died without a result: {_exit_reason(procs[rank])}", "died")
                     del pending[rank]
     if failures:
+        if slots is not None and min(f[0] for f in failures.values()) == 2 and \
+                all(f[3] != "init-error" for f in failures.values()) and \
+                (results or any(s in f[2] for f in failures.values() for s in _TIMEOUT_SYMPTOMS)):
+            raise LaunchError(_wait_report(len(procs), slots, results, failures, collective_timeout))
         rank = min(failures, key=lambda r: failures[r][:2])
         text = failures[rank][2]
         others = sorted(set(failures) - {rank})
@@ -248,6 +268,63 @@ def _collect(procs, conns, timeout, grace=1.0):
         error = _RendezvousError if failures[rank][3] == "init-error" else LaunchError
         raise error(f"rank {rank} {verb}{text}{also}")
     return [results[r] for r in range(len(procs))]
+
+
+def _waiting_lines(slots, ranks) -> str:
+    if slots is None:
+        return ""
+    lines = [f"  rank {r}: {_state_text(_waits.read(slots, r))}" for r in ranks]
+    return "\n" + "\n".join(lines) if lines else ""
+
+
+def _state_text(line: str) -> str:
+    state, _, what = line.partition(" ")
+    if state == "in":
+        return f"waiting in {what}"
+    if state == "post":
+        return (f"running, or waiting in a work.wait(); its last message or collective call posted {what} "
+                "(a non-blocking call: it is waited for later)")
+    if state == "done":
+        return f"running code that is not a message or collective (its last one, {what}, had returned)"
+    return "running code that is not a message or collective (it had made none)"
+
+
+def _wait_report(world: int, slots, results, failures, collective_timeout) -> str:
+    """The report of a run in which no rank raised an error of its own and one timed out: for
+    every rank, what it was waiting for (from `slots`), in rank order. A deadlock when every rank
+    that had not finished was waiting in a message or collective, else a hang. Built from what
+    the ranks wrote before their calls, it does not depend on which rank's timer fired first."""
+    lines, waiting, other = [], [], []
+    for r in range(world):
+        line = _waits.read(slots, r)
+        if r in results:
+            lines.append(f"  rank {r}: had finished (returned its result)")
+            other.append(r)
+            continue
+        state = line.partition(" ")[0]
+        if state == "in" or (state == "post" and r in failures):
+            waiting.append(r)
+        else:
+            other.append(r)
+        lines.append(f"  rank {r}: {_state_text(line)}")
+    first = min(waiting) if waiting else min(failures)
+    limit = f"the {collective_timeout:g} s collective timeout" if collective_timeout else "the collective timeout"
+    if not other:
+        head = (f"rank {first} failed: deadlock: every rank waited for another and none could go on; they timed out "
+                f"after {limit} (no rank raised an error of its own). What each rank was waiting for:")
+        tail = ("A deadlock: a receive whose message is never sent, sends and receives that wait for each other in a "
+                "cycle, or ranks that call different collectives (or the same ones in a different order).")
+    elif not any(s in f[2] for f in failures.values() for s in _TIMEOUT_SYMPTOMS):
+        head = (f"rank {first} failed: it waited for ranks {other}, which had finished without joining that message "
+                "or collective (no rank raised an error of its own). What each rank was doing:")
+        tail = ("A message that is never sent or a collective that not every rank calls: each receive needs its "
+                "send, and every rank of the group must make the same collective calls in the same order.")
+    else:
+        head = (f"rank {first} failed: timed out after {limit} waiting for ranks {other}, which were not waiting "
+                "for it: a hang (no rank raised an error of its own). What each rank was doing:")
+        tail = ("A hang: a rank skipped a message or collective that the others wait for, or is stuck in other "
+                "code (an endless loop, a long sleep).")
+    return "\n".join([head] + lines + [tail])
 
 
 def _exit_reason(p) -> str:

@@ -75,6 +75,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from . import waits as _waits
+
 __all__ = ["PipelineStage", "run_afab", "run_1f1b", "schedule_order", "pipeline_timeline",
            "pipeline_p2p_bytes", "TransformerStage", "split_transformer",
            "InterleavedStage", "run_interleaved", "interleaved_schedule_order", "interleaved_warmup",
@@ -156,7 +158,8 @@ class PipelineStage:
         else:
             t, op = self._recv_op(frm)
             work = dist.batch_isend_irecv([op])[-1]
-        work.wait()
+        with _waits.waiting_for(f"the {'activation' if frm < self.stage else 'gradient'} from stage {frm}"):
+            work.wait()
         self.p2p["recv"]["calls"] += 1
         self.p2p["recv"]["bytes"] += t.numel() * t.element_size()
         return t
@@ -312,7 +315,7 @@ def pipeline_timeline(orders, forward_slots: int = 1, backward_slots: int = 1) -
                 pos[s] += 1
                 progressed = True
         if not progressed:
-            raise ValueError("the orders deadlock: some action waits for one that never runs")
+            raise ValueError(_deadlock_text(orders, pos, chunked, n_virtual))
     span = max(free)
     busy = [sum(row[-1] - row[-2] for row in stage) for stage in slots]
     idle = [span - x for x in busy]
@@ -326,6 +329,41 @@ def pipeline_timeline(orders, forward_slots: int = 1, backward_slots: int = 1) -
         grid.append("".join(line))
     return {"slots": slots, "span": span, "idle": idle, "bubble": sum(idle) / (p * span),
             "bubble_ideal": sum(idle) / max(1, sum(busy)), "grid": grid}
+
+
+def _deadlock_text(orders, pos, chunked: bool, n_virtual: int) -> str:
+    """What `pipeline_timeline` says when no stage can go on: p, m, and for every stuck stage the
+    action it is stuck at and the one it waits for, and whether that one is in any order."""
+    p = len(orders)
+    fwd = [sorted({a[1] for a in o if a[0] == "F"}) for o in orders]
+    m_text = f"m = {len(fwd[-1])} micro-batches, the last stage's forwards"
+    odd = [f"stage {s} runs {len(f)} forwards (micro-batches {f[:6]}{'...' if len(f) > 6 else ''})"
+           for s, f in enumerate(fwd) if f != fwd[-1]]
+    if odd:
+        m_text += "; " + ", ".join(odd)
+    where = {}
+    for s, o in enumerate(orders):
+        for a in o:
+            c = a[2] if chunked else 0
+            where.setdefault((a[0], c * p + s, a[1]), s)
+    name = (lambda kind, k, i: f"{kind}(chunk {k // p} of stage {k % p}, {i})") if chunked else \
+        (lambda kind, k, i: f"{kind}({k}, {i})")
+    stuck = []
+    for s in range(p):
+        if pos[s] >= len(orders[s]):
+            continue
+        kind, i = orders[s][pos[s]][:2]
+        c = orders[s][pos[s]][2] if chunked else 0
+        k = c * p + s
+        dep = ("F", k - 1, i) if kind == "F" else (("B", k + 1, i) if k < n_virtual - 1 else ("F", k, i))
+        owner = where.get(dep)
+        why = (f"which no stage's order holds" if owner is None else
+               f"which stage {owner} runs only after an action that waits itself")
+        stuck.append(f"stage {s} is stuck at action {pos[s]} of its order, {name(kind, k, i)}, which needs "
+                     f"{name(*dep)}, {why}")
+    return (f"the orders deadlock (p = {p} stages, {m_text}): " + "; ".join(stuck) + ". Every stage must run "
+            "F and B of the same micro-batches, each F after the one before it in the pipeline (1F1B: "
+            "w_s = min(p - s - 1, m) warm-up forwards, never more than m).")
 
 
 def pipeline_p2p_bytes(stage: int, n_stages: int, micro_batches: int, act_numel: int,
