@@ -89,15 +89,26 @@ def _peek(f, names) -> dict:
             loc.clear()
 
 
+_QUIET_CACHE: dict[str, bool] = {}
+
+
+def _quiet(filename: str) -> bool:
+    """Whether a frame of `filename` is machinery (torch, the launcher, the counters), not the code
+    that made the call."""
+    q = _QUIET_CACHE.get(filename)
+    if q is None:
+        fname = os.path.abspath(filename) if filename.startswith("/") else filename
+        q = _QUIET_CACHE[filename] = (fname.startswith(_TORCH_DIR) or fname in _QUIET_FILES or fname == _GRADING
+                                      or fname.startswith("<frozen") or fname.endswith(("/contextlib.py",
+                                                                                         "/functools.py")))
+    return q
+
+
 def _site() -> str:
     """The code that made the call: the first frame outside torch, this launcher and the course's
     counters; with its arguments and the pipeline stage when it is a stage's method."""
     f = sys._getframe(2)
-    while f is not None:
-        fname = os.path.abspath(f.f_code.co_filename) if f.f_code.co_filename.startswith("/") else f.f_code.co_filename
-        if not (fname.startswith(_TORCH_DIR) or fname in _QUIET_FILES or fname == _GRADING
-                or fname.startswith("<frozen") or "/contextlib.py" in fname or "/functools.py" in fname):
-            break
+    while f is not None and _quiet(f.f_code.co_filename):
         f = f.f_back
     if f is None:
         return ""
@@ -109,7 +120,7 @@ def _site() -> str:
     text = f"in {qual}({', '.join(args)})"
     stage = None
     g = f
-    for _ in range(6):   # this frame or a caller: a stage object's method
+    for _ in range(3):   # this frame or a caller: a stage object's method
         if g is None:
             break
         obj = loc.get("self") if g is f else (_peek(g, ("self",)).get("self")
