@@ -609,14 +609,16 @@ _SETTRACE_CODE = getattr(threading.settrace, "__code__", None)
 
 
 def _installed_dirs() -> set[str]:
-    """The folders the kernel's own packages are installed in: where numpy, torch, zmq, IPython,
-    ipykernel, ... were imported from when this module was imported. They can lie outside
-    sys.prefix (a user site, a .pth file, PYTHONPATH: the kit's benchmark venv, a `pip install
-    --user` beside a system Jupyter), and a thread that zmq or torch runs there (zmq's garbage
-    collector after a plot) is not the student's. Only folders that hold one of these packages:
-    not the user site as such, which a kernel could write a module into."""
+    """The folders the kernel's own packages are installed in: where the kernel (ipykernel, IPython,
+    zmq, tornado, ...: imported before any cell runs) and numpy (this module's own import) came
+    from when this module was imported. They can lie outside sys.prefix (a user site, a .pth
+    file, PYTHONPATH: the kit's benchmark venv, a `pip install --user` beside a system Jupyter),
+    and a thread that runs there (zmq's garbage collector after a plot) is not the student's.
+    Only folders that hold one of these packages, read once: not the user site as such, which a
+    kernel could write a module into, nor a package a cell could have replaced in sys.modules
+    before this import."""
     dirs = set()
-    for name in ("numpy", "torch", "zmq", "IPython", "ipykernel", "jupyter_client", "tornado", "matplotlib"):
+    for name in ("numpy", "zmq", "IPython", "ipykernel", "jupyter_client", "tornado", "traitlets"):
         mod = sys.modules.get(name)
         f = getattr(mod, "__file__", None) if mod is not None else None
         if isinstance(f, str) and os.path.basename(f) == "__init__.py":

@@ -63,6 +63,7 @@ def test_a_thread_of_an_installed_package_outside_sys_prefix_is_not_the_students
         # the student edition's venv: sys.prefix holds only the kit, torch/zmq/numpy come from elsewhere
         monkeypatch.setattr(sys, "prefix", str(tmp_path / "kit-venv"))
         monkeypatch.setattr(sys, "base_prefix", str(tmp_path / "kit-venv"))
+        monkeypatch.setattr(grading, "_INSTALLED_DIRS", grading._installed_dirs())   # as in a kernel: zmq loaded
         assert grading._foreign_thread({}, None) is None
         # a thread running code of the notebook's own (a file outside every installed package) still is
         mod = tmp_path / "helper_mod.py"
