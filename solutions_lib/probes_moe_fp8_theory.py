@@ -29,7 +29,7 @@ TORCH_FORMATS = [(torch.float32, 8, 23, "ieee"), (torch.float16, 5, 10, "ieee"),
                  (torch.float8_e4m3fn, 4, 3, "fn"), (torch.float8_e5m2, 5, 2, "ieee"),
                  (torch.float8_e4m3fnuz, 4, 3, "fnuz"), (torch.float8_e5m2fnuz, 5, 2, "fnuz")]
 
-# OCP Microscaling Formats (MX) Specification v1.0 (2023), section 5.3, tables 2 and 3
+# OCP Microscaling Formats (MX) Specification v1.0 (2023), the FP6 and FP4 element-format tables
 MX_PUBLISHED = {(2, 3): dict(max_normal=7.5, min_normal=1.0, min_subnormal=0.125),
                 (3, 2): dict(max_normal=28.0, min_normal=0.25, min_subnormal=0.0625),
                 (2, 1): dict(max_normal=6.0, min_normal=1.0, min_subnormal=0.5)}
