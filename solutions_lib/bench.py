@@ -206,6 +206,13 @@ def triton(out=print) -> bool:
     return bench_triton(out=out)
 
 
+def published(out=print) -> bool:
+    """Assignment 12 theory's calculators against published numbers (Mixtral 8x7B, OLMoE, OCP MX tables)."""
+    from .moe_fp8_theory import bench_moe_fp8_theory
+
+    return bench_moe_fp8_theory(out=out)
+
+
 def prose(out=print) -> bool:
     """Markdown vs test-code lines per notebook (issue 28: notebooks that read as prose)."""
     from .course.prose import bench as prose_bench
@@ -214,7 +221,8 @@ def prose(out=print) -> bool:
 
 
 BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel,
-           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose}
+           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose,
+           "published": published}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
 
