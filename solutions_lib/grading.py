@@ -501,7 +501,11 @@ def expect_accepts(fn, what: str, hint: str = "") -> None:
 def _code_objects(obj) -> set:
     codes = set()
     if isinstance(obj, type):
+        # the class's own methods; nested classes are not followed (an autograd.Function's
+        # _backward_cls points back at the Function: following it would never end)
         for attr in vars(obj).values():
+            if isinstance(attr, type):
+                continue
             codes |= _code_objects(getattr(attr, "__func__", attr)) if callable(attr) or isinstance(attr, (staticmethod, classmethod)) else set()
         return codes
     # Only the innermost function of a decorator chain: decorator wrappers are often shared

@@ -133,3 +133,26 @@ def test_answers_names_a_missing_answer_cell():
         exec("answers('f', 'g')", ns)
     with pytest.raises(ValueError, match="identifiers"):
         answers("not a name")
+
+
+def test_no_delegation_accepts_an_autograd_function_class():
+    """An autograd.Function subclass as a forbidden item: its methods are watched, and the class
+    dict's cycle (_backward_cls -> the Function) does not recurse forever."""
+    import torch
+    from solutions_lib.grading import DelegationError, no_delegation
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return 2 * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g
+
+    x = torch.ones(2, requires_grad=True)
+    with pytest.raises(DelegationError):
+        with no_delegation("double", Double):
+            Double.apply(x)
+    with no_delegation("double", Double):
+        (2 * x).sum()
