@@ -101,7 +101,7 @@ def test_hostile_class_is_contained_and_graded(fixture_course, monkeypatch):
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     attacks = _attacks(root, listener.getsockname()[1])
-    if _cg_ok:  # elsewhere only the per-process limits apply (README: limitations)
+    if _cg_ok:  # elsewhere only the per-process limits apply (docs/limitations.md)
         attacks.update(_cgroup_attacks())
     course.submit("good", FIXTURE, solved)
     course.submit("probe", FIXTURE, prepend(PROBE))

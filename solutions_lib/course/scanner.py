@@ -63,7 +63,7 @@ strings (`"__globals__"`, `"f_back"`, ...) are flagged wherever they appear.
 
 Writing under a temporary directory (`tempfile`), relative paths inside the notebook's
 folder, `torch.distributed` (the lab's gloo ranks, through `solutions_lib.dist.launch`) and
-`torch.backends.*` settings are allowed. This is a review aid, not a sandbox: see README.
+`torch.backends.*` settings are allowed. This is a review aid, not a sandbox: see docs/THREAT_MODEL.md.
 """
 from __future__ import annotations
 
