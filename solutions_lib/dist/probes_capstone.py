@@ -746,14 +746,14 @@ def trainer_ok(fns, ns=None) -> bool:
     return _cached(("trainer",) + tuple(id(f) for f in fns[:2]), run)
 
 
-def _validation_rank(rank, world, fns):
+def _validation_rank(rank, world, fns, ms=(3, 2)):
     build_rank, train_step = fns[:2]
     mesh = make_mesh(1, 1, 1)
     model = build_rank(gpt_case(0), mesh)
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     x, y = batches(1, 1, 8)[0]
     out = {}
-    for m in (3, 2):
+    for m in ms:
         try:
             train_step(model, opt, (x, y), mesh, m)
             out[m] = "ok"
@@ -764,9 +764,9 @@ def _validation_rank(rank, world, fns):
     return out
 
 
-def validation_run(fns) -> dict:
-    """On one rank (dp = tp = pp = 1): what train_step does with micro_batches = 3 and 2 on a
-    batch of 8 ({3: "ValueError" | "ok" | other error name, 2: ...})."""
+def validation_run(fns, ms=(3, 2)) -> dict:
+    """On one rank (dp = tp = pp = 1): what train_step does with each micro_batches in `ms` on a
+    batch of 8 ({m: "ValueError" | "ok" | another error's name})."""
     from .graded import launch_graded
 
-    return launch_graded(_validation_rank, 1, args=(tuple(fns),))[0]
+    return launch_graded(_validation_rank, 1, args=(tuple(fns), tuple(ms)))[0]
