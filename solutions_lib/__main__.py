@@ -156,7 +156,8 @@ def main(argv=None) -> int:
     c.add_argument("--sweep", choices=["warnings", "cascades", "both"], default="both",
                    help="fairness: harmless warnings in every answer, one blank answer at a time, or both")
     c.add_argument("--baseline", action="store_true", help="grading: also with nbgrader's stock settings")
-    c.add_argument("--only", help="mutants: only the wrong answers whose name (assignment/notebook/file) contains this")
+    c.add_argument("--only", help="mutants: only the wrong answers whose name (assignment/notebook/file) contains this; "
+                   "studentkit: comma-separated notebook names")
     c.add_argument("--workers", type=int, help="mutants: submissions graded at once (default: the number of CPUs)")
     c.set_defaults(func=cmd_bench)
     c = sub.add_parser("autograde", help="autograde every submission of an assignment, N students at a time")

@@ -172,10 +172,10 @@ def mutants(out=print, assignments=None, only=None, workers=None) -> bool:
     return mutants_main(assignments, only=only, workers=workers, out=out)
 
 
-def studentkit(out=print, assignments=None) -> bool:
+def studentkit(out=print, assignments=None, only=None) -> bool:
     from .course.student_kit import bench as kit_bench
 
-    return kit_bench(assignments, out=out)
+    return kit_bench(assignments, out=out, only=only)
 
 
 def cheat(out=print, assignments=None) -> bool:
@@ -242,7 +242,7 @@ def main(names=None, assignments=None, baseline=False, sweep="both", only=None, 
         elif name == "cheat":
             results.append(cheat(assignments=assignments))
         elif name == "studentkit":
-            results.append(studentkit(assignments=assignments))
+            results.append(studentkit(assignments=assignments, only=only))
         elif name == "mutants":
             results.append(mutants(assignments=assignments, only=only, workers=workers))
         else:
