@@ -299,3 +299,52 @@ def int_pair(result):
         else:
             return result
     return tuple(out)
+
+
+def check_quantize_mx(quantize_mx, x, block, dtype, what):
+    """Run the student's `quantize_mx(x, block, dtype)` (references and this module's oracles
+    forbidden, the saturating cast allowed) and check what holds for any correct design: one
+    scale per block, every scale a power of two, and q = cast(x / X) with the student's own X.
+    Returns (q, scales as float32) for the cell's further checks."""
+    from . import fp8 as _ref
+    from .grading import expect_close, expect_equal, no_delegation
+
+    with no_delegation("quantize_mx", _ref, *forbidden_except(saturated)):
+        q, s = quantize_mx(x, block, dtype)
+    s = s.float()
+    expect_equal(tuple(s.shape), (*x.shape[:-1], x.shape[-1] // block), f"shape of scales ({what})",
+                 hint="One scale per block of `block` elements along the last dim.")
+    expect_equal(not_powers_of_two(s), 0, f"scales that are not powers of two ({what})")
+    expect_close(q.float(), saturated(x / s.repeat_interleave(block, -1), dtype).float(),
+                 f"q = cast(x / X) per block ({what})", rtol=0, atol=0)
+    return q, s
+
+
+def check_fp8_linear(fp8_linear, x, w, b, gy, what):
+    """Forward and the three gradients of the student's `fp8_linear(x, w, b)` against the float64
+    oracle (e4m3 x and W with current scaling, e5m2 dy, fp32 accumulation), and what autograd
+    saved for the backward (at least 2 fp8 tensors, at most 64 bytes of anything else)."""
+    from . import fp8 as _ref
+    from .grading import expect_between, expect_close, no_delegation
+
+    x, w = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    b = b.clone().requires_grad_(True) if b is not None else None
+    with no_delegation("fp8_linear", _ref, *forbidden_except(saturated, upstream_quantize_tensorwise,
+                                                               upstream_fp8_matmul)):
+        with SavedForBackward() as saved:
+            y = fp8_linear(x, w, b)
+        y.backward(gy)
+    o = oracle_linear(x.detach(), w.detach(), b.detach() if b is not None else None, gy)
+    expect_close(y, o["y"], f"y ({what})", rtol=1e-5, atol=1e-5 * float(o["y"].abs().max()),
+                 hint="x and weight in e4m3 with per-tensor current scaling, fp32 accumulation, then + bias.")
+    for name, got, want in (("dx", x.grad, o["dx"]), ("dW", w.grad, o["dw"])):
+        expect_close(got, want, f"{name} ({what})", rtol=1e-5, atol=1e-5 * float(want.abs().max()),
+                     hint="dy in e5m2 (not e4m3) with current scaling; weight and x from their saved e4m3 copies.")
+    if b is not None:
+        expect_close(b.grad, o["db"], f"db ({what})", rtol=1e-5, atol=1e-6 * float(o["db"].abs().max()),
+                     hint="db is the fp32 sum of dy over every leading dim, from the unquantised dy.")
+    expect_between(saved.count(torch.float8_e4m3fn, torch.float8_e5m2), 2, None,
+                   f"fp8 tensors saved for the backward ({what})", hint="Save q_x and q_W with ctx.save_for_backward.")
+    expect_between(saved.bytes() - saved.bytes(torch.float8_e4m3fn, torch.float8_e5m2), 0, 64,
+                   f"bytes of non-fp8 tensors saved for the backward ({what})",
+                   hint="Save only fp8 tensors and scalar scales, not float32 copies of x or weight.")
