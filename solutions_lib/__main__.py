@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     c.set_defaults(func=cmd_scan)
     c = sub.add_parser("bench", help="benchmarks: predicted vs measured memory and communication; DDP step time")
     c.add_argument("names", nargs="*", help="memory, comms, ddp, grading, fairness, mutants, studentkit, cheat, "
-                   "attention, parallel, moe, fp8, triton, published, prose (default: memory comms ddp)")
+                   "attention, parallel, moe, fp8, triton, published, capstone, prose (default: memory comms ddp)")
     c.add_argument("--assignments", help="grading, fairness: comma-separated assignments (default: all)")
     c.add_argument("--sweep", choices=["warnings", "cascades", "both"], default="both",
                    help="fairness: harmless warnings in every answer, one blank answer at a time, or both")

@@ -213,6 +213,13 @@ def published(out=print) -> bool:
     return bench_moe_fp8_theory(out=out)
 
 
+def capstone(out=print) -> bool:
+    """The capstone's trainer on gloo ranks against one process, and the projection calculators."""
+    from .capstone import bench_capstone
+
+    return bench_capstone(out=out)
+
+
 def prose(out=print) -> bool:
     """Markdown vs test-code lines per notebook (issue 28: notebooks that read as prose)."""
     from .course.prose import bench as prose_bench
@@ -222,7 +229,7 @@ def prose(out=print) -> bool:
 
 BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel,
            "moe": moe, "fp8": fp8, "triton": triton, "prose": prose,
-           "published": published}
+           "published": published, "capstone": capstone}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
 
