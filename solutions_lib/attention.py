@@ -781,3 +781,126 @@ def attention_io_roofline(seq_len: int, head_dim: int, standard_bytes, flash_byt
     return {"ratio": standard_bytes / flash_bytes, "flops": flops, "intensity_standard": i_std,
             "intensity_flash": i_fl, "ridge": ridge, "standard_memory_bound": bool(i_std < ridge),
             "flash_memory_bound": bool(i_fl < ridge)}
+
+
+# ---------------------------------------------------------------- grouped-query and variable-length attention
+#
+# Grouped-query attention: Ainslie, Lee-Thorp, de Jong, Zemlyanskiy, Lebrón and Sanghai 2023,
+# "GQA: Training Generalized Multi-Query Transformer Models from Multi-Head Checkpoints" (EMNLP);
+# multi-query attention (one K, V head): Shazeer 2019, "Fast Transformer Decoding: One Write-Head
+# is All You Need". Llama 2 70B (Touvron et al. 2023): 80 layers, 64 query heads, 8 KV heads of
+# dimension 128. H_q query heads share H_kv key/value heads; query head h reads KV head
+# h // (H_q / H_kv) (torch's repeat_interleave, SDPA's enable_gqa, Llama's repeat_kv and
+# FlashAttention all use this grouping).
+#
+# Variable-length (packed) batches: FlashAttention's varlen API (flash_attn_varlen_func):
+# q, k, v of shape (total_tokens, heads, dim) with the sequences laid end to end, and
+# cu_seqlens = [0, l_1, l_1 + l_2, ..., total] (torch.int32), the cumulative lengths. No token
+# attends across a sequence boundary (Krell et al. 2021, "Efficient Sequence Packing without
+# Cross-contamination"; Llama 3, Dubey et al. 2024, section 3.2: a mask that stops attention
+# between documents of one packed sequence). Causal masking is within each sequence.
+
+
+def _bottom_right_future(n_q: int, n_k: int, device=None) -> torch.Tensor:
+    """(n_q, n_k) bool, True where masked: query i sees keys j <= i + n_k - n_q (bottom-right)."""
+    return torch.ones(n_q, n_k, dtype=torch.bool, device=device).triu(1 + n_k - n_q)
+
+
+def gqa_attention(q, k, v, causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """Grouped-query attention, never expanding K or V to the query heads.
+
+    q (B, H_q, N_q, d), k (B, H_kv, N_k, d), v (B, H_kv, N_k, d_v) with H_kv dividing H_q; query
+    head h attends with KV head h // g, g = H_q / H_kv. The g query heads of a group are folded
+    into the rows of one (B, H_kv, g N_q, d) matrix, so each KV head meets its whole group in one
+    matmul: the largest tensor is the (B, H_q, N_q, N_k) score matrix or an input/output, never a
+    (B, H_q, N_k, d) copy of K. causal=True is bottom-right aligned (query i sees keys
+    j <= i + N_k - N_q), as FlashAttention and the 07 exercises_2 notebook. Returns
+    (B, H_q, N_q, d_v) in q's dtype.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.ndim != 4 or not t.is_floating_point():
+            raise ValueError(f"{name} must be a 4-D floating-point tensor (batch, heads, seq, dim), got "
+                             f"{getattr(t, 'shape', type(t).__name__)}")
+    b, h_q, n_q, d = q.shape
+    h_kv, n_k = k.shape[1], k.shape[2]
+    if k.shape[0] != b or v.shape[0] != b:
+        raise ValueError(f"q, k and v need the same batch size, got {q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
+    if v.shape[1] != h_kv or v.shape[2] != n_k:
+        raise ValueError(f"k and v need the same heads and length, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if k.shape[-1] != d:
+        raise ValueError(f"q and k need the same head dim, got {d} and {k.shape[-1]}")
+    if h_kv < 1 or h_q % h_kv:
+        raise ValueError(f"the query heads ({h_q}) must be a multiple of the key/value heads ({h_kv})")
+    scale = _scale_for(q, scale)
+    g, d_v = h_q // h_kv, v.shape[-1]
+    qg = q.reshape(b, h_kv, g * n_q, d)                        # row r = (head j of the group, query r % N_q)
+    s = (qg @ k.transpose(-1, -2)) * scale                      # (B, H_kv, g N_q, N_k): the scores, no K copy
+    if causal:
+        s = s.view(b, h_kv, g, n_q, n_k).masked_fill(_bottom_right_future(n_q, n_k, q.device), -math.inf)
+        s = s.view(b, h_kv, g * n_q, n_k)
+    return (torch.softmax(s, dim=-1) @ v).reshape(b, h_q, n_q, d_v)
+
+
+def kv_cache_bytes(batch: int, seq_len: int, layers: int, q_heads: int, kv_heads: int, head_dim: int,
+                   bytes_per_element=2) -> tuple:
+    """(multi_head, grouped): bytes of the K and V cache of `layers` attention layers for `batch`
+    sequences of `seq_len` tokens, with one K, V head per query head (multi-head attention) and with
+    `kv_heads` shared heads (GQA; kv_heads = 1 is multi-query). Each is
+    2 (K and V) * batch * seq_len * layers * heads * head_dim * bytes_per_element; grouped is
+    kv_heads / q_heads of multi-head. Llama 2 70B (80 layers, 64 and 8 heads of 128, bf16): 2.5 MiB
+    and 320 KiB per token."""
+    b = _count("batch", batch)
+    n = _count("seq_len", seq_len)
+    n_layers = _count("layers", layers)
+    h_q = _count("q_heads", q_heads)
+    h_kv = _count("kv_heads", kv_heads)
+    d = _count("head_dim", head_dim)
+    if h_q % h_kv:
+        raise ValueError(f"q_heads ({h_q}) must be a multiple of kv_heads ({h_kv})")
+    e = _positive_bytes(bytes_per_element)
+    per_head = 2 * b * n * n_layers * d * e
+    return per_head * h_q, per_head * h_kv
+
+
+def _check_cu_seqlens(cu_seqlens, total: int) -> list[int]:
+    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.ndim != 1 or cu_seqlens.is_floating_point() \
+            or cu_seqlens.is_complex() or cu_seqlens.dtype == torch.bool:
+        raise ValueError("cu_seqlens must be a 1-D integer tensor [0, l1, l1 + l2, ..., total], got "
+                         f"{getattr(cu_seqlens, 'dtype', type(cu_seqlens).__name__)}")
+    cu = [int(c) for c in cu_seqlens.tolist()]
+    if len(cu) < 2 or cu[0] != 0 or cu[-1] != total:
+        raise ValueError(f"cu_seqlens must start at 0 and end at the number of tokens {total}, got {cu}")
+    if any(b <= a for a, b in zip(cu, cu[1:])):
+        raise ValueError(f"cu_seqlens must be strictly increasing (every sequence has a token), got {cu}")
+    return cu
+
+
+def varlen_attention(q, k, v, cu_seqlens, causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """Attention over sequences packed end to end without padding (FlashAttention's varlen layout).
+
+    q (T, H, d), k (T, H, d), v (T, H, d_v); cu_seqlens = [0, l_1, l_1 + l_2, ..., T] (1-D integer
+    tensor, int32 as FlashAttention's). Sequence i is tokens cu[i]:cu[i+1]; its queries attend only
+    to its own keys (causal=True: key j <= query i within the sequence). One score matrix per
+    sequence, so the work is sum_i l_i^2 (d + d_v) multiply-adds per head, never the T^2 of the
+    packed row nor the S * max(l)^2 of padding. Returns (T, H, d_v) in q's dtype.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.ndim != 3 or not t.is_floating_point():
+            raise ValueError(f"{name} must be a 3-D floating-point tensor (tokens, heads, dim), got "
+                             f"{getattr(t, 'shape', type(t).__name__)}")
+    if not (q.shape[0] == k.shape[0] == v.shape[0]):
+        raise ValueError(f"q, k and v need the same number of tokens, got {q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
+    if not (q.shape[1] == k.shape[1] == v.shape[1]):
+        raise ValueError(f"q, k and v need the same number of heads, got {q.shape[1]}, {k.shape[1]}, {v.shape[1]}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k need the same head dim, got {q.shape[-1]} and {k.shape[-1]}")
+    cu = _check_cu_seqlens(cu_seqlens, q.shape[0])
+    scale = _scale_for(q, scale)
+    out = q.new_empty(q.shape[0], q.shape[1], v.shape[-1])
+    for a, b in zip(cu, cu[1:]):
+        qs, ks, vs = (t[a:b].transpose(0, 1) for t in (q, k, v))     # (H, l, .)
+        s = (qs @ ks.transpose(-1, -2)) * scale
+        if causal:
+            s = s.masked_fill(_bottom_right_future(b - a, b - a, q.device), -math.inf)
+        out[a:b] = (torch.softmax(s, dim=-1) @ vs).transpose(0, 1)
+    return out

@@ -168,3 +168,128 @@ class OneShotBlocks:
             del block
             j0, i = j0 + w, i + 1
         self.max_alive = max(self.max_alive, self._alive() - 1)   # the last block may still be in hand
+
+
+# ---------------------------------------------------------------- grouped-query and packed (varlen) attention
+#
+# What 07 exercises_2 Part E's test cells measure. `check_gqa` compares `gqa_attention` with torch's
+# SDPA on K and V repeated to the query heads (the oracle the test computes) and bounds the largest
+# tensor the answer creates by the scores or one input/output, so a K or V expanded to the query
+# heads (repeat_interleave, expand + reshape, Llama's repeat_kv) loses the cell: the cases include
+# decoding, a few queries against a long cache (N_q < d), where such a copy is the largest tensor
+# by far. `check_varlen` compares `varlen_attention` with SDPA run on each sequence alone and
+# bounds the multiply-adds of its matmuls by 1.5 x sum_i l_i^2 (d + d_v) per head, so attending
+# over the whole packed row with a block-diagonal mask (T^2) or padding every sequence to the
+# longest (S max(l)^2) loses the cell. Kit code (not withheld); the references are
+# solutions_lib.attention.gqa_attention and varlen_attention.
+
+from .grading import expect_between, expect_close, expect_equal  # noqa: E402
+
+_NO_SDPA = ("scaled_dot_product",)
+
+#: (B, H_q, H_kv, N_q, N_k, d, d_v, causal): the visible cases and the hidden ones
+GQA_CASES = {
+    "visible": [(2, 8, 2, 12, 12, 8, 8, False), (2, 8, 2, 12, 12, 8, 8, True),
+                (2, 8, 2, 3, 40, 16, 16, True), (1, 4, 1, 5, 5, 4, 6, True)],
+    "hidden": [(1, 6, 3, 7, 19, 8, 5, True), (2, 4, 4, 9, 9, 8, 8, True), (1, 12, 3, 1, 64, 32, 32, True),
+               (3, 6, 1, 4, 30, 16, 12, False), (1, 8, 4, 2, 50, 24, 8, True)],
+}
+
+#: (sequence lengths, H, d, d_v, causal)
+VARLEN_CASES = {
+    "visible": [([5, 17, 9, 30, 3], 2, 4, 4, False), ([5, 17, 9, 30, 3], 2, 4, 4, True), ([12], 1, 3, 5, True)],
+    "hidden": [([1, 23, 8, 2, 14, 16], 3, 8, 6, True), ([40, 7, 7], 1, 4, 4, False), ([4] * 10, 2, 5, 3, True),
+               ([2, 31, 1, 11], 2, 6, 6, False)],
+}
+
+
+def gqa_bound(batch: int, h_q: int, h_kv: int, n_q: int, n_k: int, d: int, d_v: int) -> int:
+    """Elements of the largest tensor grouped-query attention needs: the (B, H_q, N_q, N_k) scores or
+    one input or output; a copy of K or V with H_q heads (B H_q N_k d) is larger whenever N_q < d."""
+    return batch * max(h_q * n_q * n_k, h_q * n_q * d, h_q * n_q * d_v, h_kv * n_k * d, h_kv * n_k * d_v)
+
+
+def gqa_oracle(q, k, v, causal: bool) -> torch.Tensor:
+    """torch's SDPA with K and V repeated to the query heads (head h uses KV head h // g), causal
+    bottom-right aligned (an explicit lower-right mask)."""
+    g = q.shape[1] // k.shape[1]
+    mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).tril(k.shape[2] - q.shape[2]) if causal else None
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1), attn_mask=mask)
+
+
+def check_gqa(fn, seed: int, cases: str = "visible", label: str = "") -> None:
+    """`fn(q, k, v, causal=...)` against `gqa_oracle` to 1e-10 (float64); no SDPA call; the largest
+    tensor it creates at most `gqa_bound` (K and V never expanded to the query heads)."""
+    gen = torch.Generator().manual_seed(seed)
+    for B, h_q, h_kv, n_q, n_k, d, d_v, causal in GQA_CASES[cases]:
+        q = torch.randn(B, h_q, n_q, d, generator=gen, dtype=torch.float64)
+        k = torch.randn(B, h_kv, n_k, d, generator=gen, dtype=torch.float64)
+        v = torch.randn(B, h_kv, n_k, d_v, generator=gen, dtype=torch.float64)
+        what = f"{label}(B, H_q, H_kv, N_q, N_k, d, d_v) = {(B, h_q, h_kv, n_q, n_k, d, d_v)}, causal={causal}"
+        expected = gqa_oracle(q, k, v, causal)
+        with AttentionProbe() as rec:
+            out = fn(q, k, v, causal=causal)
+        expect_equal(rec.called(*_NO_SDPA), [], f"scaled_dot_product_attention calls inside gqa_attention ({what})",
+                     hint="Build the attention from matmuls (or einsum) and a softmax: SDPA would do the grouping for you.")
+        bound = gqa_bound(B, h_q, h_kv, n_q, n_k, d, d_v)
+        expect_between(rec.largest, None, bound, f"elements of the largest tensor gqa_attention creates ({what})",
+                       hint=f"At most {bound}: the scores or one input/output. A K or V with {h_q} heads "
+                            f"({B * h_q * n_k * max(d, d_v)} elements) means the KV heads were repeated: let each KV "
+                            "head meet its group of query heads in one matmul instead.")
+        expect_equal(tuple(getattr(out, "shape", ())), (B, h_q, n_q, d_v), f"shape of gqa_attention's output ({what})")
+        expect_close(out, expected, f"gqa_attention vs SDPA with the KV heads repeated ({what})", rtol=1e-10, atol=1e-12,
+                     hint="Query head h uses KV head h // (H_q // H_kv) (consecutive query heads share a KV head); "
+                          "scale by 1/sqrt(d)" + ("; causal is bottom-right: query i sees keys j <= i + N_k - N_q."
+                                                  if causal else "."))
+
+
+def varlen_oracle(q, k, v, cu: list[int], causal: bool) -> torch.Tensor:
+    """SDPA run on each packed sequence alone (causal within it), results laid end to end."""
+    outs = []
+    for a, b in zip(cu, cu[1:]):
+        qs, ks, vs = (t[a:b].transpose(0, 1)[None] for t in (q, k, v))
+        outs.append(torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)[0].transpose(0, 1))
+    return torch.cat(outs)
+
+
+def varlen_macs(lengths, heads: int, d: int, d_v: int) -> int:
+    """Multiply-adds of attention run on each sequence alone: H sum_i l_i^2 (d + d_v)."""
+    return heads * sum(n * n for n in lengths) * (d + d_v)
+
+
+def check_varlen(fn, seed: int, cases: str = "visible", label: str = "") -> None:
+    """`fn(q, k, v, cu_seqlens, causal=...)` against `varlen_oracle` to 1e-10 (float64, cu_seqlens
+    int32); no SDPA call; matmul multiply-adds at most 1.5 x `varlen_macs`; the largest tensor at
+    most H max(max(l)^2, T d, T d_v)."""
+    gen = torch.Generator().manual_seed(seed)
+    for lengths, heads, d, d_v, causal in VARLEN_CASES[cases]:
+        total = sum(lengths)
+        cu = [0]
+        for n in lengths:
+            cu.append(cu[-1] + n)
+        q = torch.randn(total, heads, d, generator=gen, dtype=torch.float64)
+        k = torch.randn(total, heads, d, generator=gen, dtype=torch.float64)
+        v = torch.randn(total, heads, d_v, generator=gen, dtype=torch.float64)
+        what = f"{label}lengths {lengths}, H = {heads}, d = {d}, d_v = {d_v}, causal={causal}"
+        expected = varlen_oracle(q, k, v, cu, causal)
+        with AttentionProbe() as rec:
+            out = fn(q, k, v, torch.tensor(cu, dtype=torch.int32), causal=causal)
+        expect_equal(rec.called(*_NO_SDPA), [], f"scaled_dot_product_attention calls inside varlen_attention ({what})",
+                     hint="Build the attention from matmuls (or einsum) and a softmax, so the checks can count its work.")
+        need = varlen_macs(lengths, heads, d, d_v)
+        expect_between(rec.macs, None, 1.5 * need, f"multiply-adds of varlen_attention's matmuls ({what})",
+                       hint=f"Each sequence alone needs {need} in all (H sum l_i^2 (d + d_v)); the whole packed row "
+                            f"costs {heads * total * total * (d + d_v)} and padding to the longest "
+                            f"{heads * len(lengths) * max(lengths) ** 2 * (d + d_v)}: compute one score matrix per sequence.")
+        bound = heads * max(max(lengths) ** 2, total * d, total * d_v)
+        expect_between(rec.largest, None, bound, f"elements of the largest tensor varlen_attention creates ({what})",
+                       hint=f"At most {bound}: one sequence's scores (H l^2) or one input/output, never the packed T x T.")
+        expect_equal(tuple(getattr(out, "shape", ())), (total, heads, d_v), f"shape of varlen_attention's output ({what})")
+        expect_close(out, expected, f"varlen_attention vs SDPA on each sequence alone ({what})", rtol=1e-10, atol=1e-12,
+                     hint="Sequence i is tokens cu_seqlens[i]:cu_seqlens[i+1]; its queries see only its own keys"
+                          + (", and causal means key j <= query i counted from the start of the sequence." if causal else "."))
+
+
+__all__ += ["GQA_CASES", "VARLEN_CASES", "check_gqa", "check_varlen", "gqa_bound", "gqa_oracle", "varlen_macs",
+            "varlen_oracle"]
