@@ -508,3 +508,76 @@ def ngram_overlap(train_text, eval_text, n=13):
     if not ev:
         return 0.0
     return len(ev & grams(train_text)) / len(ev)
+
+
+# ---------------------------------------------------------------- exact-substring deduplication
+
+
+def _token_docs(docs):
+    """`docs` as a list of lists of Python ints, after checking every token is an integer >= 0
+    (Python or numpy integers; not bool, not float, not str)."""
+    out = []
+    for d, doc in enumerate(docs):
+        if isinstance(doc, (str, bytes)):
+            raise ValueError(f"document {d} must be a sequence of token ids, got {type(doc).__name__}")
+        toks = []
+        for p, t in enumerate(doc):
+            if isinstance(t, (bool, np.bool_)) or not isinstance(t, (Integral, np.integer)) or t < 0:
+                raise ValueError(f"token {p} of document {d} must be an integer >= 0, got {t!r}")
+            toks.append(int(t))
+        out.append(toks)
+    return out
+
+
+def repeated_spans(docs, k=50):
+    """Exact-substring deduplication (Lee et al. 2022, "Deduplicating Training Data Makes
+    Language Models Better", ExactSubstr): the token spans covered by a substring of at least
+    `k` tokens that occurs at least twice in the corpus (in another document, or elsewhere in
+    the same one, overlapping occurrences included), never across a document boundary.
+
+    Returns the sorted list of maximal runs of covered positions as (doc, start, end) tuples of
+    ints, end exclusive. A substring of length >= k repeats iff each of its k-token windows
+    repeats, so the covered positions are the union of the repeated k-token windows. They are
+    found as Lee et al. find them, with a suffix array: the suffixes sorted, a window repeats iff
+    its suffix shares a prefix of >= k tokens (LCP >= k) with a neighbour in the sorted order.
+    Only LCP >= k matters, so sorting the suffixes by their first k tokens is enough. Each
+    document is closed by a separator token of its own (-1 - doc), which no other position holds,
+    so no common prefix runs across a boundary. Deterministic: no hash() anywhere.
+    """
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (Integral, np.integer)) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    k = int(k)
+    docs = _token_docs(docs)
+    stream, owner = [], []
+    for d, doc in enumerate(docs):
+        stream += doc + [-1 - d]
+        owner += [(d, s) for s in range(len(doc) + 1)]
+    # the suffixes whose first k tokens lie inside one document, sorted by those k tokens
+    starts = [i for i in range(len(stream)) if owner[i][1] + k <= len(docs[owner[i][0]])]
+    starts.sort(key=lambda i: stream[i:i + k])
+    repeated = set()
+    for a, b in zip(starts, starts[1:]):
+        if stream[a:a + k] == stream[b:b + k]:      # LCP of the neighbours >= k
+            repeated.update((a, b))
+    spans = []
+    for i in sorted(repeated):
+        d, s = owner[i]
+        if spans and spans[-1][0] == d and s <= spans[-1][2]:
+            spans[-1][2] = s + k                      # overlapping or touching: one run
+        else:
+            spans.append([d, s, s + k])
+    return [tuple(x) for x in spans]
+
+
+def drop_spans(docs, spans):
+    """The documents with every position covered by a (doc, start, end) span removed (end
+    exclusive; spans may overlap and come in any order): one list of ints per document, empty
+    when everything went. Lee et al. strike every copy of a repeated substring this way."""
+    docs = [[int(t) for t in doc] for doc in docs]
+    drop = [bytearray(len(doc)) for doc in docs]
+    for d, s, e in spans:
+        d, s, e = int(d), int(s), int(e)
+        if not (0 <= d < len(docs) and 0 <= s <= e <= len(docs[d])):
+            raise ValueError(f"span {(d, s, e)} lies outside the documents")
+        drop[d][s:e] = b"\x01" * (e - s)
+    return [[t for t, x in zip(doc, mask) if not x] for doc, mask in zip(docs, drop)]
