@@ -27,8 +27,9 @@ from .grading import GradingError
 #: the step budget of 08's scaling checks; an all-pairs loop over 3,000 items needs >= 4.5 million
 STEP_BUDGET = 2_000_000
 
-#: the corpus of Part B4's scaling check: about 3,000 tokens (4.5 million pairs of positions), k = 50
-SCALING_CORPUS = dict(n_docs=30, k=50, vocab=1000, min_len=80, max_len=120, copies=8)
+#: the corpus of Part B4's scaling check: about 6,000 tokens in 30 documents, about 4,500 windows of k = 50 tokens
+#: (10 million pairs of windows, 18 million pairs of positions)
+SCALING_CORPUS = dict(n_docs=30, k=50, vocab=1000, min_len=150, max_len=250, copies=10)
 
 
 class _OverBudget(BaseException):
@@ -151,3 +152,31 @@ def spans_of(got, what: str) -> list:
 def covered_by(spans, planted) -> list:
     """The planted spans that no span of `spans` contains: [] when every planted repeat was found."""
     return [p for p in planted if not any(d == p[0] and s <= p[1] and p[2] <= e for d, s, e in spans)]
+
+
+def check_spans(fn, docs, k, expected, what: str, hint: str = "") -> None:
+    """Call `fn(docs, k)` (an answer like repeated_spans) and check its spans equal `expected`."""
+    from .grading import expect_equal
+    expect_equal(spans_of(fn(docs, k), what), expected, what, hint=hint)
+
+
+def docs_of(got, what: str) -> list:
+    """An answer's documents as a list of lists of ints (lists, tuples, numpy arrays accepted), or a
+    GradingError that says what was expected."""
+    if got is None:
+        raise GradingError(f"{what}: got None. Did your function forget to `return` its result?")
+    try:
+        out = []
+        for doc in got:
+            if isinstance(doc, (str, bytes)):
+                raise TypeError
+            row = []
+            for t in doc:
+                if isinstance(t, (bool, np.bool_)) or int(t) != t:
+                    raise ValueError
+                row.append(int(t))
+            out.append(row)
+        return out
+    except (TypeError, ValueError):
+        raise GradingError(f"{what}: expected a list with one list of token ids per document, got "
+                           f"{str(got)[:200]}") from None
