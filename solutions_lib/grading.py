@@ -39,6 +39,8 @@ RECORD_MIME = "application/vnd.tas.check+json"
 #: trusted run's expected values. Larger ones are recorded as a strided sample of this size.
 RECORD_MAX_VALUES = 8192
 _IMPORT_PID = os.getpid()
+#: Where the records of a test cell run by the grader itself go (course/grader_side.py sets and clears it).
+RECORD_SINK: dict = {}
 
 
 def _record_values(arr: np.ndarray):
@@ -170,6 +172,11 @@ def _publish_record(kind: str, what: str, **data) -> None:
     Not from processes forked off the kernel (their display messages would corrupt the
     kernel's sockets); not outside IPython.
     """
+    sink = RECORD_SINK.get("records")
+    if sink is not None and os.getpid() == _IMPORT_PID:
+        # a test cell the grader runs itself (course/grader_side.py): the records stay in the grader
+        sink.append({"kind": kind, "what": str(what)[:200], **data})
+        return
     if os.environ.get("NBGRADER_EXECUTION") != "autograde" or os.getpid() != _IMPORT_PID:
         return
     ipython = sys.modules.get("IPython.core.interactiveshell")

@@ -158,9 +158,12 @@ TAMPERING = {
 
 
 @pytest.mark.nbgrader
-def test_tampering_class_scores_what_it_deserves_and_is_flagged(fixture_course):
+def test_tampering_class_scores_what_it_deserves_and_is_flagged(fixture_course, monkeypatch):
+    """With every test cell run in the kernel (TAS_GRADER_SIDE=off: what beside cells get), the
+    tamperers lose the cells they touched and are flagged; grader-side, see the next test."""
     from solutions_lib.course.report import write_report
 
+    monkeypatch.setenv("TAS_GRADER_SIDE", "off")
     root = fixture_course
     course = Course(root)
     course.generate(FIXTURE)
@@ -208,6 +211,64 @@ def test_tampering_class_scores_what_it_deserves_and_is_flagged(fixture_course):
     assert course.api.generate_feedback(FIXTURE, "good", force=True)["success"]
     html = (root / "feedback" / "good" / FIXTURE / "exercises.html").read_text()
     assert "vnd.tas.check" not in html and "square(-7.5)" not in html
+
+
+#: Attacks on a grader-side test cell: the kernel never runs it, so it can only answer the
+#: grader's requests (student -> code prepended to the `square` answer).
+GRADER_SIDE_ATTACKS = dict({k: (b, a, 3.0) for k, (b, a, _) in TAMPERING.items()}, **{
+    # publish passing records from the kernel whenever any code runs there
+    "publishes_records": ("from IPython.display import publish_display_data as _p\n"
+                          "from solutions_lib.grading import RECORD_MIME as _M\n"
+                          "get_ipython().events.register('post_run_cell', lambda *a: [_p({_M: {'kind': 'close', "
+                          "'what': w, 'got': [9.0], 'expected': [9.0]}}) for w in ('square(3)', 'square(-7.5)')])", WRONG_SQUARE, 3.0),
+    # the kernel's end of the requests replaced: every request gets the answer 56.25 (the
+    # kernel no longer answers the grader: both cells fail)
+    "forges_replies": ("import solutions_lib._remote as _r\n"
+                       "_orig = _r.serve\n"
+                       "def _serve(b64):\n"
+                       "    from IPython.display import publish_display_data\n"
+                       "    publish_display_data({_r.MIME: {'ok': _r.encode(56.25)}})\n"
+                       "_r.serve = _serve", "", 0.0),
+    # the answer reads the expected value from the caller's frames (none exist in the kernel)
+    "reads_frames": ("import sys as _s\n", "\ndef square(x):\n    f = _s._getframe(1)\n"
+                     "    return f.f_locals.get('expected', 0)\n", 3.0),
+})
+
+
+@pytest.mark.nbgrader
+def test_grader_side_cells_are_out_of_the_kernels_reach(fixture_course):
+    """Grader-side (the default): the test cells never reach the kernel, so no tampering in the
+    kernel changes their score: each attacker keeps cube (right, 3 points) and loses square
+    (wrong, or forged), and the cells are marked as evaluated by the grader."""
+    root = fixture_course
+    course = Course(root)
+    course.generate(FIXTURE)
+    rel = {n: course.release_notebook(FIXTURE, n) for n in ("exercises.ipynb", "theory.ipynb")}
+    solved = {n: solved_version(rel[n], nbs.read(root / "source" / FIXTURE / n)) for n in rel}
+
+    def tampered(before, after):
+        sub = {n: nbformat.from_dict(json.loads(json.dumps(nb))) for n, nb in solved.items()}
+        cell = next(c for c in sub["exercises.ipynb"].cells if nbs.nbgrader_md(c).get("grade_id") == "square")
+        cell.source = before + "\n" + cell.source + after
+        return sub
+
+    course.submit("good", FIXTURE, solved)
+    for student, (before, after, _) in GRADER_SIDE_ATTACKS.items():
+        course.submit(student, FIXTURE, tampered(before, after))
+    proc = subprocess.run([str(Path(sys.executable).with_name("nbgrader")), "autograde", FIXTURE, "--force"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+
+    def points(student):
+        return {n.name: n.score("tests") for n in read_results(root, FIXTURE, student).notebooks}
+
+    assert points("good") == {"exercises.ipynb": 5.0, "theory.ipynb": 1.0}, log[-3000:]
+    good = nbformat.read(root / "autograded" / "good" / FIXTURE / "exercises.ipynb", as_version=4)
+    assert {nbs.nbgrader_md(c)["grade_id"] for c in good.cells if c.metadata.get("tas_evaluated") == "grader"} == \
+        {"square_tests", "cube_tests"}
+    for student, (_, _, expected) in GRADER_SIDE_ATTACKS.items():
+        assert points(student) == {"exercises.ipynb": expected, "theory.ipynb": 1.0}, student
 
 
 @pytest.mark.parametrize("rank,peers", [(1, ""), (0, "\n(ranks [1, 2] failed after it)")])

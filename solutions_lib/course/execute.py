@@ -24,6 +24,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode
 
 from .config import OUTPUT_CAP_BYTES
+from .grader_side import GraderSideMixin
 
 CELL_RESERVE_BYTES = 64 * 2**10   # kept for each cell even once the notebook's cap is spent
 ERROR_TEXT_BYTES = 16 * 2**10     # an error output's message and traceback are cut to this
@@ -68,8 +69,9 @@ class SandboxRefused(RuntimeError):
     """Autograde will not run students' code without the sandbox (config.py: refusal)."""
 
 
-class CourseExecute(Execute):
-    """nbgrader's Execute with a per-notebook output cap (see the module docstring).
+class CourseExecute(GraderSideMixin, Execute):
+    """nbgrader's Execute with a per-notebook output cap (see the module docstring), which
+    runs the test cells that the trusted run marked grader-side in the grader (grader_side.py).
 
     Settings under `c.Execute` (timeout, extra_arguments...) apply; the cap is
     `c.CourseExecute.output_cap_bytes` (config.py: OUTPUT_CAP_BYTES)."""
@@ -102,15 +104,29 @@ class CourseExecute(Execute):
             kwargs["env"] = env
         await super().async_start_new_kernel(**kwargs)
 
-    # nbclient binds the sync name to the base class's coroutine at class creation
+    # nbclient binds the sync names to the base class's coroutines at class creation
     start_new_kernel = run_sync(async_start_new_kernel)
+    execute_cell = run_sync(GraderSideMixin.async_execute_cell)
 
     def preprocess(self, nb, resources=None, km=None):
         self._kept_total = 0
         self._kept_cell: dict[int, int] = {}
         self._over: set[int] = set()
         self._cell_now = None
-        return super().preprocess(nb, resources, km)
+        self.grader_side_ids, self.grader_side_sources = frozenset(), {}
+        nbg = (resources or {}).get("nbgrader", {}) if isinstance(resources, dict) else {}
+        if os.environ.get("NBGRADER_EXECUTION") == "autograde" and nbg.get("assignment") and nbg.get("notebook"):
+            from .grader_side import enabled
+            if enabled():
+                from .integrity import source_notebook
+                from .trusted import trusted_records
+                entry = trusted_records(source_notebook(self.config, resources), timeout=int(self.timeout or 60))
+                self.grader_side_ids = frozenset(entry.get("grader_side", []))
+                self.grader_side_sources = {g: c.get("source", "") for g, c in entry.get("cells", {}).items()}
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            self.close_grader_side()
 
     # -- accounting --
     def _admit(self, cell_index: int, size: int) -> bool:

@@ -35,7 +35,7 @@ from pathlib import Path
 from ..grading import RECORD_MIME
 
 #: Bumped when the records' meaning changes, so old caches are not reused.
-FORMAT = 3
+FORMAT = 4
 KEY_FILE = "trusted.key"
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -123,6 +123,7 @@ def fingerprint(source_nb: Path) -> str:
     h = hashlib.sha256()
     h.update(f"format {FORMAT}\n".encode())
     h.update(f"term {os.environ.get('TAS_TERM_SEED', '')}\n".encode())   # a new term's secret: a new run
+    h.update(f"grader side {os.environ.get('TAS_GRADER_SIDE', 'on')}\n".encode())
     h.update(Path(source_nb).read_bytes())
     h.update(_library_hash().encode())
     versions = [sys.version, numpy.__version__]
@@ -146,14 +147,23 @@ def _is_test_cell(cell) -> bool:
     return cell.get("cell_type") == "code" and bool(md.get("grade")) and not md.get("solution")
 
 
-def run_in(nb, workdir: Path, env: dict, timeout: int) -> None:
+def run_in(nb, workdir: Path, env: dict, timeout: int, grader_side: dict | None = None) -> None:
     """Execute `nb` in place in a plain python3 kernel in `workdir`, with exactly `env` as the
-    environment (errors kept in the outputs; a cell timeout raises)."""
+    environment (errors kept in the outputs; a cell timeout raises). The test cells named in
+    `grader_side` (grade id -> source) run grader-side (grader_side.py)."""
     from nbclient import NotebookClient
+    from nbclient.util import run_sync
 
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(workdir)}}, shutdown_kernel="immediate",
-                            extra_arguments=["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"])
+    from .grader_side import GraderSideMixin
+
+    class Client(GraderSideMixin, NotebookClient):
+        execute_cell = run_sync(GraderSideMixin.async_execute_cell)
+
+    client = Client(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                    resources={"metadata": {"path": str(workdir)}}, shutdown_kernel="immediate",
+                    extra_arguments=["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"])
+    client.grader_side_ids = frozenset(grader_side or ())
+    client.grader_side_sources = dict(grader_side or {})
     client.km = client.create_kernel_manager()
     old = dict(os.environ)
     os.environ.clear()
@@ -161,25 +171,71 @@ def run_in(nb, workdir: Path, env: dict, timeout: int) -> None:
     try:
         client.execute()
     finally:
+        client.close_grader_side()
         os.environ.clear()
         os.environ.update(old)
 
 
-def execute(source_nb: Path, timeout: int) -> dict:
-    """Run `source_nb` as described in the module docstring; returns the cache entry."""
+def grader_side_candidates(nb) -> dict:
+    """grade id -> source of the test cells that may run grader-side (grader_side.eligible),
+    less those that bind a name a later cell run in the kernel reads."""
+    from .grader_side import eligible, enabled, loaded_names, stored_names
+
+    if not enabled():
+        return {}
+    cells = [c for c in nb.cells if c.get("cell_type") == "code"]
+    cand = {}
+    for c in cells:
+        gid = ((c.get("metadata", {}) or {}).get("nbgrader", {}) or {}).get("grade_id")
+        if _is_test_cell(c) and gid and eligible(c.source):
+            cand[gid] = c.source
+    def gid_of(c):
+        return ((c.get("metadata", {}) or {}).get("nbgrader", {}) or {}).get("grade_id")
+
+    changed = True
+    while changed:
+        changed = False
+        kernel_bound = set()   # names the kernel binds itself somewhere (its own imports, answers...)
+        for c in cells:
+            if gid_of(c) not in cand:
+                try:
+                    kernel_bound |= stored_names(c.source)
+                except SyntaxError:
+                    pass
+        for i, c in enumerate(cells):
+            gid = gid_of(c)
+            if gid not in cand:
+                continue
+            try:
+                bound = stored_names(c.source) - kernel_bound
+            except SyntaxError:
+                bound = set()
+            for later in cells[i + 1:]:
+                lgid = ((later.get("metadata", {}) or {}).get("nbgrader", {}) or {}).get("grade_id")
+                if lgid in cand:
+                    continue
+                try:
+                    reads = set(loaded_names(later.source))
+                except SyntaxError:
+                    reads = set()
+                if reads & bound:
+                    del cand[gid]
+                    changed = True
+                    break
+    return cand
+
+
+def _run_once(source_nb: Path, timeout: int, env: dict, grader_side: dict):
     import nbformat
 
-    source_nb = Path(source_nb).resolve()
     nb = nbformat.read(source_nb, as_version=4)
     work = Path(tempfile.mkdtemp(prefix="tas-trusted-"))
     try:
         for p in source_nb.parent.iterdir():
             if p.suffix != ".ipynb" and p.is_file() and not p.is_symlink():
                 shutil.copy2(p, work / p.name)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TAS_TRUSTED_CACHE")}
-        env.update(NBGRADER_EXECUTION="autograde", TAS_TRUSTED_RUN="1", PYTHONHASHSEED="0")
         try:
-            run_in(nb, work, env, timeout)
+            run_in(nb, work, env, timeout, grader_side)
         except Exception as e:  # noqa: BLE001  (a cell timeout, a dead kernel: name the cell)
             from nbclient.exceptions import CellTimeoutError
 
@@ -192,6 +248,41 @@ def execute(source_nb: Path, timeout: int) -> dict:
                                   f"{str(e)[:300]}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return nb
+
+
+def execute(source_nb: Path, timeout: int) -> dict:
+    """Run `source_nb` as described in the module docstring; returns the cache entry.
+
+    The test cells that may run grader-side (`grader_side_candidates`) run so; a candidate that
+    fails there with the instructor's solution runs in the kernel instead, and the notebook is
+    run again, so the records come from exactly the run every student's notebook gets."""
+    source_nb = Path(source_nb).resolve()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TAS_TRUSTED_CACHE")}
+    env.update(NBGRADER_EXECUTION="autograde", TAS_TRUSTED_RUN="1", PYTHONHASHSEED="0")
+    import nbformat
+
+    grader_side = grader_side_candidates(nbformat.read(source_nb, as_version=4))
+    why_kernel: dict[str, str] = {}
+    for attempt in range(4):
+        nb = _run_once(source_nb, timeout, env, grader_side)
+        failed = set()
+        for cell in nb.cells:
+            gid = ((cell.get("metadata", {}) or {}).get("nbgrader", {}) or {}).get("grade_id")
+            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+            if errors:
+                failed.add(gid)
+                if gid in grader_side:
+                    why_kernel[gid] = f"{errors[0].get('ename')}: {str(errors[0].get('evalue'))[:300]}"
+        if not failed:
+            break
+        moved = failed & set(grader_side)
+        if moved and attempt < 2:
+            grader_side = {g: s for g, s in grader_side.items() if g not in moved}
+        elif grader_side:
+            grader_side = {}   # a kernel cell failed after grader-side ones: none grader-side
+        else:
+            break
     cells: dict[str, dict] = {}
     for i, cell in enumerate(nb.cells):
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
@@ -201,8 +292,10 @@ def execute(source_nb: Path, timeout: int) -> dict:
             raise TrustedRunError(f"{source_nb}: the instructor's solution fails in cell {gid}: "
                                   f"{e.get('ename')}: {str(e.get('evalue'))[:500]}")
         if _is_test_cell(cell):
-            cells[gid] = {"source": cell.source, "records": records_of(cell)}
-    return {"format": FORMAT, "notebook": str(source_nb), "cells": cells}
+            cells[gid] = {"source": cell.source, "records": records_of(cell),
+                          "where": "grader" if gid in grader_side else "kernel"}
+    return {"format": FORMAT, "notebook": str(source_nb), "cells": cells, "grader_side": sorted(grader_side),
+            "why_kernel": why_kernel}
 
 
 #: The trusted run's cell limit is this many times the students' (at least TRUSTED_MIN_TIMEOUT_S):

@@ -1,0 +1,614 @@
+"""Test cells the grader runs itself (issue 26): the kernel never sees them.
+
+A *grader-side* test cell is executed in the grader's process, not in the student's kernel:
+its code, its hidden tests, its inputs, its expected values and its checks exist only there.
+Every name the cell uses but does not define is fetched from the kernel when the cell starts:
+plain data (numbers, strings, lists, dicts, numpy arrays, torch tensors) by value, anything
+else (the student's functions, classes and objects) as a `RemoteObject`, a proxy whose calls,
+attribute reads and item reads are requests to the kernel (solutions_lib/_remote.py) that come
+back as plain data or as new proxies. Nothing is unpickled, and no student code runs in the
+grader. So a kernel can influence only what its own functions return for the inputs they are
+given at that moment: it cannot replace a check, publish a record, read an expected value or
+the next hidden input.
+
+- An exception raised by the student's code is re-raised in the grader as the same builtin
+  type with its message, so `expect_raises` observes the raise itself.
+- Arrays and tensors sent to the kernel are mirrored (_remote.py): changes either side makes
+  travel to the other after each request, so a student's optimizer that holds a parameter
+  steps the grader's parameter.
+- `no_delegation` and `expect_own` are the only checks that must look inside the kernel (what
+  code ran, what an object is): in a grader-side cell they run there, for each call the block
+  makes, and report what they saw as data (a *kernel-reported* check, docs/THREAT_MODEL.md).
+- Limits: each request waits at most for what is left of the cell's time limit (then the kernel
+  is interrupted and the cell fails with CellTimeoutError); a reply is at most REPLY_BYTES;
+  the cell's printed output is capped at OUTPUT_BYTES.
+
+*Which* cells run grader-side is decided once per notebook by the trusted run (trusted.py):
+a test cell is a candidate when its source needs nothing that must happen inside the kernel
+(`eligible`: hooks, profilers, the lab's ranks, probes, timings, `globals()` swaps stay in the
+kernel, as *beside* cells), and it is kept when the instructor's solution passes it grader-side.
+The decision is in the trusted-run cache entry (`grader_side`), never in the notebook.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import contextlib
+import io
+import json
+import os
+import queue
+import re
+import sys
+import time
+import types
+import weakref
+
+from .. import _remote as R
+
+#: Largest reply the grader decodes from one request.
+REPLY_BYTES = 64 * 2**20
+#: Printed output a grader-side cell keeps.
+OUTPUT_BYTES = 256 * 2**10
+
+#: Source that makes a test cell a *beside* cell: it needs something that happens inside the
+#: student's process (a hook, a profiler, a probe, a timing, the lab's ranks, a globals() swap).
+BESIDE = re.compile(
+    r"globals\(|swapped\(|launch|get_ipython|probes_|Recorder|register_|hook|settrace|setprofile|"
+    r"threading|CommCounter|solutions_lib\.dist|OneShot|\bwatch\(|__main__|sys\.modules|inspect\.|"
+    r"set_num_threads|perf_counter|time\.time|timeit|process_time|tracemalloc|\bgc\.|"
+    r"\w\.(no_delegation|expect_own)\b|^\s*[%!]", re.M)
+
+#: Modules a name in the kernel may stand for in a grader-side cell (by name, imported here).
+MODULES = {"numpy", "torch", "scipy", "math", "cmath", "statistics", "random", "itertools", "functools",
+           "collections", "fractions", "decimal", "json", "re", "string", "textwrap", "dataclasses",
+           "typing", "copy", "operator", "hashlib", "importlib", "types", "warnings", "solutions_lib",
+           "matplotlib", "pandas"}
+
+
+def eligible(source: str) -> bool:
+    """Whether a test cell may run grader-side (see the module docstring)."""
+    code = "\n".join(line for line in source.split("\n") if not line.lstrip().startswith("#"))
+    if BESIDE.search(code):
+        return False
+    try:
+        ast.parse(code)
+    except SyntaxError:
+        return False
+    return True
+
+
+def loaded_names(source: str) -> list[str]:
+    """Every name the cell reads (nested functions and comprehensions included), in order."""
+    seen: dict[str, None] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            seen.setdefault(node.id, None)
+    return [n for n in seen if not hasattr(builtins, n)]
+
+
+def imported_names(source: str) -> set[str]:
+    """The names a cell binds with import statements (never fetched from the kernel)."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                out.add((a.asname or a.name).split(".")[0])
+    return out
+
+
+def stored_names(source: str) -> set[str]:
+    """The names a cell binds at its top level (assignments, imports, defs, for targets...)."""
+    out = set()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                out.add((a.asname or a.name).split(".")[0])
+    return out
+
+
+class RemoteError(Exception):
+    """An exception of the student's code whose type is not a Python builtin."""
+
+
+_REMOTE_TYPES: dict[str, type] = {}
+_NOT_RAISED = {"SystemExit", "KeyboardInterrupt", "GeneratorExit", "StopIteration", "StopAsyncIteration"}
+
+
+def remote_exception(info: dict) -> BaseException:
+    name = str(info.get("type", "Exception"))[:100]
+    msg = str(info.get("message", ""))
+    if info.get("builtin") and name not in _NOT_RAISED:
+        t = getattr(builtins, name, None)
+        if isinstance(t, type) and issubclass(t, Exception):
+            try:
+                return t(msg)
+            except Exception:  # noqa: BLE001  (a builtin that takes other arguments)
+                pass
+    if name == "GradingError" or name == "DelegationError":
+        from .. import grading
+        return getattr(grading, name)(msg)
+    if not name.isidentifier():
+        name = "RemoteError"
+    t = _REMOTE_TYPES.get(name)
+    if t is None:
+        t = _REMOTE_TYPES[name] = type(name, (RemoteError,), {})
+    return t(msg)
+
+
+class CellTimeoutError(TimeoutError):
+    pass
+
+
+class RemoteObject:
+    """A kernel object that is not plain data (see the module docstring)."""
+
+    __slots__ = ("_tas_kernel", "_tas_id", "_tas_type", "__weakref__")
+
+    def __init__(self, kernel, hid: int, typename: str):
+        object.__setattr__(self, "_tas_kernel", kernel)
+        object.__setattr__(self, "_tas_id", hid)
+        object.__setattr__(self, "_tas_type", typename)
+
+    def _tas(self, op: str, **kw):
+        return self._tas_kernel.request({"op": op, "target": {"t": "handle", "id": self._tas_id}, **kw})
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._tas("getattr", name=name)
+
+    def __setattr__(self, name, value):
+        self._tas("setattr", name=name, value=self._tas_kernel.encode(value))
+
+    def __call__(self, *args, **kwargs):
+        return self._tas("call", args=self._tas_kernel.encode(list(args)),
+                         kwargs=self._tas_kernel.encode(dict(kwargs)))
+
+    def __getitem__(self, key):
+        return self._tas("getitem", key=self._tas_kernel.encode(key))
+
+    def __setitem__(self, key, value):
+        self._tas("setitem", key=self._tas_kernel.encode(key), value=self._tas_kernel.encode(value))
+
+    def __len__(self):
+        n = self._tas("len")
+        if type(n) is not int:
+            raise TypeError("len() of a kernel object must be an int")
+        return n
+
+    def __iter__(self):
+        items = self._tas("iter")
+        if type(items) is not list:
+            raise TypeError("iterating a kernel object must give a list")
+        return iter(items)
+
+    def __contains__(self, key):
+        return self._tas("contains", key=self._tas_kernel.encode(key)) is True
+
+    def __bool__(self):
+        b = self._tas("bool")
+        if type(b) is not bool:
+            raise TypeError("bool() of a kernel object must be a bool")
+        return b
+
+    def __eq__(self, other):
+        return self._tas("eq", other=self._tas_kernel.encode(other))
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return (not r) if type(r) is bool else r
+
+    def __hash__(self):
+        return hash((id(self._tas_kernel), self._tas_id))
+
+    def __repr__(self):
+        r = self._tas("repr")
+        return r if type(r) is str else f"<{self._tas_type} in your kernel>"
+
+    def __str__(self):
+        r = self._tas("str")
+        return r if type(r) is str else f"<{self._tas_type} in your kernel>"
+
+
+class RemoteKernel:
+    """Requests to one kernel (see the module docstring), over a blocking client of its own."""
+
+    def __init__(self, connection_info: dict, *, on_stream=None):
+        from jupyter_client.blocking import BlockingKernelClient
+
+        info = {k: v for k, v in connection_info.items() if k != "session"}
+        self.kc = BlockingKernelClient()
+        self.kc.load_connection_info(info)
+        self.kc.start_channels()
+        self.on_stream = on_stream
+        self.deadline = float("inf")
+        self.handles: dict[int, RemoteObject] = {}
+        self.mirrors: dict[int, weakref.ref] = {}
+        self.mirror_of: dict[int, int] = {}
+        self.signatures: dict[int, tuple] = {}
+        self.next_mirror = 1
+        self.drops: list[int] = []
+        self.watches: list[dict] = []
+
+    def close(self) -> None:
+        try:
+            self.kc.stop_channels()
+        except Exception:  # noqa: BLE001
+            pass
+
+    # -- encoding --
+    def _mirror_id(self, obj) -> int:
+        rid = self.mirror_of.get(id(obj))
+        if rid is not None and self.mirrors.get(rid, lambda: None)() is obj:
+            return rid
+        rid = self.next_mirror
+        self.next_mirror += 1
+
+        def gone(_ref, rid=rid, key=id(obj)):
+            self.mirrors.pop(rid, None)
+            self.signatures.pop(rid, None)
+            if self.mirror_of.get(key) == rid:
+                del self.mirror_of[key]
+            self.drops.append(rid)
+
+        self.mirrors[rid] = weakref.ref(obj, gone)
+        self.mirror_of[id(obj)] = rid
+        self.signatures[rid] = R.signature(obj)
+        return rid
+
+    def _handle_out(self, obj) -> dict:
+        if isinstance(obj, RemoteObject):
+            if obj._tas_kernel is not self:
+                raise R.RemoteDataError("a proxy of another kernel")
+            return {"t": "handle", "id": obj._tas_id}
+        if isinstance(obj, types.ModuleType):
+            return {"t": "module", "name": obj.__name__}
+        mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        if isinstance(mod, str) and isinstance(qual, str) and "<" not in qual and mod in sys.modules:
+            found = sys.modules[mod]
+            try:
+                for part in qual.split("."):
+                    found = getattr(found, part)
+            except AttributeError:
+                found = None
+            if found is obj:
+                return {"t": "qualname", "module": mod, "qualname": qual}
+        raise R.RemoteDataError(f"a {type(obj).__name__} made by the test cannot be sent to your kernel")
+
+    def encode(self, x):
+        return R.encode(x, mirror=self._mirror_id, handle=self._handle_out)
+
+    def decode(self, p):
+        def mirror(rid, payload):
+            ref = self.mirrors.get(int(rid))
+            obj = ref() if ref is not None else None
+            if obj is None:
+                raise R.RemoteDataError("a mirrored array that no longer exists")
+            return obj
+
+        def handle(d):
+            if d.get("t") == "module":
+                name = str(d.get("name", ""))
+                if name.split(".")[0] not in MODULES:
+                    raise R.RemoteDataError(f"module {name!r} is not one a test may use")
+                import importlib
+                return importlib.import_module(name)
+            if d.get("t") != "handle":
+                raise R.RemoteDataError("the kernel may only send handles")
+            hid = int(d["id"])
+            h = self.handles.get(hid)
+            if h is None:
+                h = self.handles[hid] = RemoteObject(self, hid, str(d.get("type", "object"))[:100])
+            return h
+
+        return R.decode(p, mirror=mirror, handle=handle)
+
+    # -- requests --
+    def _outgoing_sync(self) -> dict:
+        out = {}
+        for rid, ref in list(self.mirrors.items()):
+            obj = ref()
+            if obj is None:
+                continue
+            sig = R.signature(obj)
+            if sig != self.signatures.get(rid):
+                out[str(rid)] = R.mirror_payload(obj)
+                self.signatures[rid] = sig
+        return out
+
+    def _incoming_sync(self, sync: dict) -> None:
+        for rid, payload in (sync or {}).items():
+            ref = self.mirrors.get(int(rid))
+            obj = ref() if ref is not None else None
+            if obj is None:
+                continue
+            new = R.apply_mirror(obj, payload)
+            if new is not obj:
+                torch = sys.modules.get("torch")
+                if torch is not None and isinstance(obj, torch.Tensor):
+                    with torch.no_grad():
+                        obj.data = new.detach()
+                    obj.grad = new.grad
+            self.signatures[int(rid)] = R.signature(obj)
+
+    def request(self, req: dict):
+        req = dict(req)
+        req["sync"] = self._outgoing_sync()
+        if self.drops:
+            req["drop"], self.drops = self.drops, []
+        if self.watches and req["op"] not in ("resolve", "forget", "own"):
+            req["watch"] = self.watches[-1]["spec"]
+        b64 = base64.b64encode(json.dumps(req).encode()).decode("ascii")
+        code = f"__import__('solutions_lib._remote', fromlist=['serve']).serve('{b64}')"
+        if time.monotonic() >= self.deadline:
+            raise CellTimeoutError("the cell ran past the grader's time limit")
+        msg_id = self.kc.execute(code, silent=False, store_history=False, allow_stdin=False, stop_on_error=False)
+        reply, error = None, None
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self.interrupt()
+                raise CellTimeoutError("your code ran past the grader's time limit for this cell")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=min(left, 3600))
+            except queue.Empty:
+                continue
+            if (msg.get("parent_header") or {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg.get("msg_type"), msg.get("content") or {}
+            if kind == "display_data" and R.MIME in (content.get("data") or {}):
+                reply = content["data"][R.MIME]
+            elif kind == "stream" and self.on_stream is not None:
+                self.on_stream(str(content.get("text", "")))
+            elif kind == "error":
+                error = content
+            elif kind == "status" and content.get("execution_state") == "idle":
+                break
+        while True:   # the shell reply (it may trail the idle status)
+            left = max(self.deadline - time.monotonic(), 1.0)
+            try:
+                msg = self.kc.get_shell_msg(timeout=min(left, 60))
+            except queue.Empty:
+                break
+            if (msg.get("parent_header") or {}).get("msg_id") == msg_id:
+                break
+        if not isinstance(reply, dict):
+            if error is not None:
+                raise remote_exception({"type": error.get("ename", "Exception"), "builtin": error.get("ename") in
+                                        dir(builtins), "message": error.get("evalue", "")})
+            raise RemoteError("your kernel did not answer the grader's request (was solutions_lib._remote replaced?)")
+        if len(json.dumps(reply)) > REPLY_BYTES:
+            raise R.RemoteDataError(f"a reply from your kernel over {REPLY_BYTES // 2**20} MiB")
+        self._incoming_sync(reply.get("sync"))
+        if reply.get("delegation") and self.watches:
+            self.watches[-1]["problems"].append(str(reply["delegation"])[:2000])
+        if "error" in reply:
+            raise remote_exception(reply["error"] if isinstance(reply["error"], dict) else {})
+        ok = reply.get("ok")
+        if isinstance(ok, dict) and ok.get("t") == "names":
+            found = {}
+            for k, v in (ok.get("v") or {}).items():
+                try:
+                    found[str(k)] = self.decode(v)
+                except R.RemoteDataError:
+                    pass   # a name the test may not take from the kernel stays unbound
+            return found
+        return self.decode(ok)
+
+    def interrupt(self) -> None:
+        """Stop what the kernel runs (an interrupt request on the control channel)."""
+        try:
+            msg = self.kc.session.msg("interrupt_request", {})
+            self.kc.control_channel.send(msg)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 10:
+                try:
+                    m = self.kc.get_iopub_msg(timeout=1)
+                except queue.Empty:
+                    continue
+                if m.get("msg_type") == "status" and (m.get("content") or {}).get("execution_state") == "idle":
+                    break
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _grading_shim(kernel: RemoteKernel):
+    """`solutions_lib.grading` as a grader-side cell sees it: the real checks, with
+    `no_delegation` and `expect_own` run in the kernel (see the module docstring)."""
+    from .. import grading as G
+
+    shim = types.ModuleType("solutions_lib.grading")
+    shim.__dict__.update({k: v for k, v in vars(G).items() if not k.startswith("__")})
+
+    @contextlib.contextmanager
+    def no_delegation(task: str, *forbidden):
+        spec = {"task": str(task), "forbidden": [kernel.encode(f) for f in forbidden]}
+        watch = {"spec": spec, "problems": []}
+        kernel.watches.append(watch)
+        try:
+            yield
+        finally:
+            kernel.watches.remove(watch)
+        if watch["problems"]:
+            raise G.DelegationError(watch["problems"][0])
+        G._publish_record("own_work", task)
+
+    def expect_own(obj, task: str, *forbidden) -> None:
+        kernel.request({"op": "own", "target": kernel.encode(obj), "task": str(task),
+                        "forbidden": [kernel.encode(f) for f in forbidden]})
+        G._publish_record("own_work", task)
+
+    shim.no_delegation = no_delegation
+    shim.expect_own = expect_own
+    return shim
+
+
+class GraderSideCells:
+    """The grader's side of one notebook's grader-side test cells (one namespace per notebook)."""
+
+    def __init__(self, connection_info: dict, timeout: float):
+        self.timeout = float(timeout)
+        self.out = io.StringIO()
+        self.kernel = RemoteKernel(connection_info, on_stream=self._stream)
+        self.shim = _grading_shim(self.kernel)
+        real_import = builtins.__import__
+        shim = self.shim
+
+        def _import(name, globals=None, locals=None, fromlist=(), level=0):
+            if name == "solutions_lib.grading" and fromlist:
+                return shim
+            return real_import(name, globals, locals, fromlist, level)
+
+        b = dict(vars(builtins))
+        b["__import__"] = _import
+        self.ns: dict = {"__name__": "__tas_test__", "__builtins__": b}
+        self.defined: set[str] = set()
+
+    def close(self) -> None:
+        self.kernel.close()
+
+    def _stream(self, text: str) -> None:
+        if self.out.tell() < OUTPUT_BYTES:
+            self.out.write(text[: OUTPUT_BYTES - self.out.tell()])
+
+    def run(self, source: str) -> tuple[list[dict], list[dict]]:
+        """Run one test cell: (outputs as nbformat dicts, records)."""
+        from .. import grading as G
+
+        self.out = io.StringIO()
+        records: list[dict] = []
+        error = None
+        self.kernel.deadline = time.monotonic() + self.timeout
+        G.RECORD_SINK["records"] = records
+        try:
+            imported = imported_names(source)
+            need = [n for n in loaded_names(source) if n not in self.defined and n not in imported]
+            if need:
+                found = self.kernel.request({"op": "resolve", "names": need})
+                for n in need:
+                    if n in found:
+                        self.ns[n] = found[n]
+                    else:
+                        self.ns.pop(n, None)
+            code = compile(source, "<test cell>", "exec")
+            with contextlib.redirect_stdout(_Capped(self)), contextlib.redirect_stderr(_Capped(self)):
+                exec(code, self.ns)  # noqa: S102  (the instructor's test code, in the grader)
+        except BaseException as e:  # noqa: BLE001  (every failure is the cell's error output)
+            if isinstance(e, (SystemExit, KeyboardInterrupt)) and not isinstance(e, CellTimeoutError):
+                raise
+            error = e
+        finally:
+            G.RECORD_SINK.pop("records", None)
+            self.defined |= stored_names(source)
+        outputs = []
+        text = self.out.getvalue()
+        if len(text) >= OUTPUT_BYTES:
+            text += "\n[... output cut by the grader]\n"
+        if text:
+            outputs.append({"output_type": "stream", "name": "stdout", "text": text})
+        for r in records:
+            from ..grading import RECORD_MIME
+            outputs.append({"output_type": "display_data", "data": {RECORD_MIME: r}, "metadata": {}})
+        if error is not None:
+            ename = type(error).__name__
+            evalue = str(error)
+            line = _test_line(error)
+            outputs.append({"output_type": "error", "ename": ename, "evalue": evalue,
+                            "traceback": [f"{ename} (test cell{', line ' + str(line) if line else ''}): {evalue}"]})
+        return outputs, records
+
+
+def _test_line(error: BaseException) -> int | None:
+    tb, line = error.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<test cell>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+class _Capped(io.TextIOBase):
+    def __init__(self, cells: GraderSideCells):
+        self.cells = cells
+
+    def writable(self):
+        return True
+
+    def write(self, s):
+        self.cells._stream(str(s))
+        return len(s)
+
+
+def _grade_id(cell) -> str | None:
+    md = (cell.get("metadata", {}) or {}).get("nbgrader", {}) or {}
+    if cell.get("cell_type") == "code" and md.get("grade") and not md.get("solution"):
+        return md.get("grade_id")
+    return None
+
+
+def enabled() -> bool:
+    mode = os.environ.get("TAS_GRADER_SIDE", "on")
+    if mode not in ("on", "off"):
+        raise ValueError(f"TAS_GRADER_SIDE must be on or off, got {mode!r}")
+    return mode == "on"
+
+
+class GraderSideMixin:
+    """For an nbclient executor: run the test cells named in `grader_side_ids` grader-side.
+
+    Set `grader_side_ids` (grade ids) and `grader_side_sources` (grade id -> the trusted
+    source) before executing; a cell whose source differs runs in the kernel as usual (and the
+    decision step stops grading, integrity.py)."""
+
+    grader_side_ids: frozenset = frozenset()
+    grader_side_sources: dict = {}
+
+    def _grader_cells(self) -> GraderSideCells:
+        cells = getattr(self, "_tas_cells", None)
+        if cells is None:
+            timeout = self._get_timeout(None) or 60
+            cells = self._tas_cells = GraderSideCells(self.km.get_connection_info(session=False), timeout)
+        return cells
+
+    def close_grader_side(self) -> None:
+        cells = getattr(self, "_tas_cells", None)
+        if cells is not None:
+            cells.close()
+            self._tas_cells = None
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        gid = _grade_id(cell)
+        if gid is None or gid not in self.grader_side_ids or not self._same(gid, cell.source):
+            return await super().async_execute_cell(cell, cell_index, execution_count=execution_count,
+                                                    store_history=store_history)
+        from nbformat import from_dict
+
+        from .integrity import _same_source  # noqa: F401  (same rule as the decision step)
+        outputs, _ = self._grader_cells().run(cell.source)
+        cell.outputs = [from_dict(o) for o in outputs]
+        cell.setdefault("metadata", {})["tas_evaluated"] = "grader"
+        await self._drain_iopub()
+        return cell
+
+    def _same(self, gid: str, source: str) -> bool:
+        from .integrity import _same_source
+        want = self.grader_side_sources.get(gid)
+        return want is not None and _same_source(want, source)
+
+    async def _drain_iopub(self) -> None:
+        """Drop the replies of the requests from the executor's own client's queue."""
+        from nbclient.util import ensure_async
+        for _ in range(100_000):
+            try:
+                await ensure_async(self.kc.get_iopub_msg(timeout=0))
+            except queue.Empty:
+                return
+            except Exception:  # noqa: BLE001
+                return
