@@ -32,6 +32,8 @@ _HANDLE_OF: dict[int, int] = {}      # id(object) -> handle
 _MIRRORS: dict[int, object] = {}     # mirror id -> the kernel's copy of a grader array/tensor
 _MIRROR_OF: dict[int, int] = {}      # id(copy) -> mirror id
 _SIGNATURES: dict[int, tuple] = {}   # mirror id -> signature after the last sync
+_SWAPS: list[dict] = []              # names swapped by upstream.swapped in a grader-side cell
+_MISSING = object()
 
 
 class RemoteDataError(TypeError):
@@ -100,8 +102,11 @@ def payload_tensor(p: dict):
 
 
 def signature(obj) -> tuple:
-    """What changes when `obj` (an array or tensor) is changed in place, or its .grad replaced."""
+    """What changes when `obj` (an array, tensor or torch.Generator) is changed in place, or its
+    .grad replaced."""
     torch = _torch()
+    if torch is not None and isinstance(obj, torch.Generator):
+        return ("g", hashlib.blake2b(obj.get_state().numpy().tobytes(), digest_size=16).hexdigest())
     if torch is not None and isinstance(obj, torch.Tensor):
         d = obj.detach()
         digest = hashlib.blake2b(d.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
@@ -117,6 +122,10 @@ def signature(obj) -> tuple:
 
 def mirror_payload(obj) -> dict:
     torch = _torch()
+    if torch is not None and isinstance(obj, torch.Generator):
+        if obj.device.type != "cpu":
+            raise RemoteDataError("a generator on another device")
+        return {"g": _b64(obj.get_state().numpy().tobytes())}
     if torch is not None and isinstance(obj, torch.Tensor):
         g = obj.grad
         return {"t": tensor_payload(obj), "grad": None if g is None else tensor_payload(g)}
@@ -126,6 +135,11 @@ def mirror_payload(obj) -> dict:
 def apply_mirror(obj, p: dict):
     """Write payload `p` into `obj` in place (keeping its identity); a new object when None."""
     torch = _torch()
+    if "g" in p:
+        torch = torch or importlib.import_module("torch")
+        gen = obj if obj is not None else torch.Generator()
+        gen.set_state(torch.frombuffer(bytearray(_unb64(p["g"])), dtype=torch.uint8).clone())
+        return gen
     if "a" in p:
         new = payload_array(p["a"])
         if obj is None or obj.shape != new.shape or obj.dtype != new.dtype:
@@ -201,6 +215,9 @@ def encode(x, *, mirror=None, handle=None, depth: int = 0):
             if rid is not None:
                 return {"t": "mirror", "id": rid, "p": mirror_payload(x)}
             return {"t": "tensor", "p": tensor_payload(x), "param": t is torch.nn.Parameter}
+        if t is torch.Generator:
+            rid = mirror(x) if mirror else None
+            return {"t": "mirror", "id": rid, "p": mirror_payload(x)} if rid is not None else handle(x)
         if t is torch.Size:
             return {"t": "size", "v": [int(v) for v in x]}
         if t is torch.dtype:
@@ -310,6 +327,12 @@ def _kernel_mirror_id(x):
 
 
 def _encode_out(x):
+    from .withheld import contains_withheld
+    if contains_withheld(x):
+        from .grading import GradingError
+        raise GradingError("your code returned a value of the course's reference implementation, which is "
+                           "withheld at grading time. Compute it yourself.")
+
     def mirror(obj):
         return _kernel_mirror_id(obj)
 
@@ -411,6 +434,21 @@ def _op(req: dict):
             if obj is not None and _HANDLE_OF.get(id(obj)) == int(h):
                 del _HANDLE_OF[id(obj)]
         return None
+    if op == "swap":
+        ns = _user_ns()
+        names = {str(k): _decode_in(v) for k, v in req["names"].items()}
+        _SWAPS.append({k: ns.get(k, _MISSING) for k in names})
+        ns.update(names)
+        return len(_SWAPS)
+    if op == "unswap":
+        ns = _user_ns()
+        while len(_SWAPS) >= int(req["token"]):
+            for k, v in _SWAPS.pop().items():
+                if v is _MISSING:
+                    ns.pop(k, None)
+                else:
+                    ns[k] = v
+        return None
     if op == "own":
         from . import grading
         target = _decode_in(req["target"])
@@ -465,7 +503,7 @@ def serve(request_b64: str) -> None:
         for rid, payload in (req.get("sync") or {}).items():
             _decode_in({"t": "mirror", "id": int(rid), "p": payload})
         work = _op(req)
-        if callable(work) and req["op"] not in ("resolve", "forget", "own"):
+        if callable(work) and req["op"] not in ("resolve", "forget", "own", "swap", "unswap"):
             result, exc, problem = _run(work, req.get("watch"))
         else:
             result, exc, problem = work, None, None
@@ -479,7 +517,7 @@ def serve(request_b64: str) -> None:
             for name, value in result.items():
                 try:
                     out[name] = _encode_out(value)
-                except RemoteDataError:
+                except Exception:  # noqa: BLE001  (not plain data: it stays here, as a handle)
                     out[name] = _kernel_handle(value)
             reply["ok"] = {"t": "names", "v": out}
         else:

@@ -227,8 +227,13 @@ def hostile_class(tmp_path_factory):
         course.submit(student, A, {"fb.ipynb": sub})
     nbgrader = str(Path(sys.executable).with_name("nbgrader"))
     t0 = time.monotonic()
+    # The screen is what protects the hidden lines of *beside* test cells (run in the kernel, so
+    # the kernel's history holds them): grade this class with every test cell in the kernel.
+    # Grader-side cells never reach the kernel (test_integrity.py: xor_history).
+    import os
+    env = {**os.environ, "TAS_GRADER_SIDE": "off"}
     for cmd in (["autograde", A, "--force"], ["generate_feedback", A, "--force"]):
-        proc = subprocess.run([nbgrader, *cmd], cwd=root, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run([nbgrader, *cmd], cwd=root, capture_output=True, text=True, timeout=600, env=env)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     print(f"autograde + generate_feedback, 4 students: {time.monotonic() - t0:.1f} s")
     return {"root": root, "course": course, "subs": subs}

@@ -172,15 +172,25 @@ def _course(tmp_path: Path) -> Path:
     return root
 
 
+# Grader-side (the default), the test cells never reach the kernel: the attacks on them change
+# nothing, so these students score what their answers deserve and nothing is flagged.
+GRADER_SIDE = {"empties": ((0, 2, 0), set(), 1), "forger": ((0, 2, 0), set(), 1),
+               "between_forger": ((0, 2, 0), set(), 0)}
+
+
 @pytest.mark.nbgrader
-@pytest.mark.parametrize("sandbox", [
-    pytest.param("on", marks=pytest.mark.skipif(not _ok, reason=_why or "sandbox unavailable")),
-    "off"])
-def test_contract_class_scores_what_it_deserves(tmp_path, monkeypatch, sandbox):
+@pytest.mark.parametrize("sandbox,side", [
+    pytest.param("on", "on", marks=pytest.mark.skipif(not _ok, reason=_why or "sandbox unavailable")),
+    pytest.param("on", "off", marks=pytest.mark.skipif(not _ok, reason=_why or "sandbox unavailable")),
+    ("off", "on")])
+def test_contract_class_scores_what_it_deserves(tmp_path, monkeypatch, sandbox, side):
     """The same scores with the sandbox on (the view bound over the package) and off (the view
-    first on the kernel's PYTHONPATH): the verdicts do not depend on the machine."""
+    first on the kernel's PYTHONPATH): the verdicts do not depend on the machine. With
+    TAS_GRADER_SIDE=off every test cell runs in the kernel (what *beside* cells get): the
+    attacks on the test cells lose them and are flagged."""
     root = _course(tmp_path)
     monkeypatch.setenv("TAS_SANDBOX", sandbox)
+    monkeypatch.setenv("TAS_GRADER_SIDE", side)
     monkeypatch.setenv("TAS_COURSE_ROOT", str(root))
     monkeypatch.setenv("TAS_TRUSTED_CACHE", str(tmp_path / "trusted"))
     course = Course(root)
@@ -192,9 +202,12 @@ def test_contract_class_scores_what_it_deserves(tmp_path, monkeypatch, sandbox):
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     for student, (_, _, _, (ring, softmax, valid), flagged) in CLASS.items():
+        in_range = RANGE_POINTS.get(student, 1)
+        if side == "on" and student in GRADER_SIDE:
+            (ring, softmax, valid), flagged, in_range = GRADER_SIDE[student]
         res = read_results(root, A, student)
         got = {c.grade_id: c.points for nb in res.notebooks for c in nb.cells}
-        assert got.get("ring_range") == RANGE_POINTS.get(student, 1), (student, got)
+        assert got.get("ring_range") == in_range, (student, got)
         assert (got.get("ring_tests"), got.get("softmax_tests"), got.get("ring_validation")) == (ring, softmax, valid), \
             (student, got, res)
         graded = nbformat.read(root / "autograded" / student / A / "contract.ipynb", as_version=4)

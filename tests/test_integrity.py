@@ -229,6 +229,10 @@ GRADER_SIDE_ATTACKS = dict({k: (b, a, 3.0) for k, (b, a, _) in TAMPERING.items()
                        "    from IPython.display import publish_display_data\n"
                        "    publish_display_data({_r.MIME: {'ok': _r.encode(56.25)}})\n"
                        "_r.serve = _serve", "", 0.0),
+    # every cell's history (In), XOR-ed with a key and printed as hex after each cell: no screen
+    # can stop that, so the hidden test lines must never be in the kernel (issue 26, attack 5)
+    "xor_history": ("get_ipython().events.register('post_run_cell', lambda *a: print('XOR:' + bytes(\n"
+                    "    b ^ 0x5A for b in '\\n'.join(In).encode()).hex()))", WRONG_SQUARE, 3.0),
     # the answer reads the expected value from the caller's frames (none exist in the kernel)
     "reads_frames": ("import sys as _s\n", "\ndef square(x):\n    f = _s._getframe(1)\n"
                      "    return f.f_locals.get('expected', 0)\n", 3.0),
@@ -269,6 +273,12 @@ def test_grader_side_cells_are_out_of_the_kernels_reach(fixture_course):
         {"square_tests", "cube_tests"}
     for student, (_, _, expected) in GRADER_SIDE_ATTACKS.items():
         assert points(student) == {"exercises.ipynb": expected, "theory.ipynb": 1.0}, student
+    graded = nbformat.read(root / "autograded" / "xor_history" / FIXTURE / "exercises.ipynb", as_version=4)
+    dumps = [line[4:] for c in graded.cells for o in c.get("outputs", []) if o.get("output_type") == "stream"
+             for line in o.get("text", "").splitlines() if line.startswith("XOR:")]
+    assert dumps, "the history printer ran"
+    decoded = "\n".join(bytes(b ^ 0x5A for b in bytes.fromhex(d)).decode() for d in dumps)
+    assert "def square" in decoded and "hidden test" not in decoded and "cube(-3)" not in decoded
 
 
 @pytest.mark.parametrize("rank,peers", [(1, ""), (0, "\n(ranks [1, 2] failed after it)")])

@@ -140,8 +140,24 @@ def measure(assignment: str, root: Path | None = None, out=print) -> tuple[float
         for nb in res.notebooks:
             won = [c.grade_id for c in nb.cells if c.kind == "tests" and (c.points or 0) > 0]
             out(f"  {assignment}/{nb.name}: {nb.score('tests'):g} / {nb.max_score('tests'):g}"
-                + (f" ({', '.join(won[:8])}{' ...' if len(won) > 8 else ''})" if won else ""))
+                + (f" ({', '.join(won[:8])}{' ...' if len(won) > 8 else ''})" if won else "")
+                + f"; {where_graded(course.root / 'source' / assignment / nb.name)}")
     return got, total, flagged
+
+
+def where_graded(source_nb: Path) -> str:
+    """'grader-side: P of Q points (n of m test cells)' for a source notebook, from its trusted run."""
+    from .grader_side import _grade_id
+    from .trusted import trusted_records
+
+    entry = trusted_records(source_nb)
+    side = set(entry.get("grader_side", []))
+    nb = nbformat.read(source_nb, as_version=4)
+    pts = {_grade_id(c): float((c.metadata.get("nbgrader", {}) or {}).get("points", 0) or 0)
+           for c in nb.cells if _grade_id(c)}
+    on = sum(p for g, p in pts.items() if g in side)
+    return (f"grader-side {on:g} of {sum(pts.values()):g} points ({len(side & set(pts))} of {len(pts)} test cells; "
+            f"the rest run in the kernel)")
 
 
 def main(assignments: list[str] | None = None, out=print) -> bool:

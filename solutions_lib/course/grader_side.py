@@ -55,7 +55,7 @@ OUTPUT_BYTES = 256 * 2**10
 #: Source that makes a test cell a *beside* cell: it needs something that happens inside the
 #: student's process (a hook, a profiler, a probe, a timing, the lab's ranks, a globals() swap).
 BESIDE = re.compile(
-    r"globals\(|swapped\(|launch|get_ipython|probes_|Recorder|register_|hook|settrace|setprofile|"
+    r"(?<!swapped\()(?<!swap_for_cell\()globals\(|launch|get_ipython|probes_|Recorder|register_|hook|settrace|setprofile|"
     r"threading|CommCounter|solutions_lib\.dist|OneShot|\bwatch\(|__main__|sys\.modules|inspect\.|"
     r"set_num_threads|perf_counter|time\.time|timeit|process_time|tracemalloc|\bgc\.|"
     r"\w\.(no_delegation|expect_own)\b|^\s*[%!]", re.M)
@@ -143,6 +143,10 @@ def remote_exception(info: dict) -> BaseException:
 
 
 class CellTimeoutError(TimeoutError):
+    pass
+
+
+class KernelDied(RuntimeError):
     pass
 
 
@@ -270,16 +274,22 @@ class RemoteKernel:
             return {"t": "handle", "id": obj._tas_id}
         if isinstance(obj, types.ModuleType):
             return {"t": "module", "name": obj.__name__}
-        mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-        if isinstance(mod, str) and isinstance(qual, str) and "<" not in qual and mod in sys.modules:
-            found = sys.modules[mod]
-            try:
-                for part in qual.split("."):
-                    found = getattr(found, part)
-            except AttributeError:
-                found = None
-            if found is obj:
-                return {"t": "qualname", "module": mod, "qualname": qual}
+        names = [(getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)),
+                 (getattr(obj, "__module__", None), getattr(obj, "__name__", None))]   # torch.softmax
+        owner = getattr(obj, "__objclass__", None)     # a method of a C type (torch.Tensor.softmax)
+        if owner is not None:
+            names.append((getattr(owner, "__module__", None),
+                          f"{getattr(owner, '__qualname__', '')}.{getattr(obj, '__name__', '')}"))
+        for mod, qual in names:
+            if isinstance(mod, str) and isinstance(qual, str) and "<" not in qual and mod in sys.modules:
+                found = sys.modules[mod]
+                try:
+                    for part in qual.split("."):
+                        found = getattr(found, part)
+                except AttributeError:
+                    found = None
+                if found is obj:
+                    return {"t": "qualname", "module": mod, "qualname": qual}
         raise R.RemoteDataError(f"a {type(obj).__name__} made by the test cannot be sent to your kernel")
 
     def encode(self, x):
@@ -343,7 +353,7 @@ class RemoteKernel:
         req["sync"] = self._outgoing_sync()
         if self.drops:
             req["drop"], self.drops = self.drops, []
-        if self.watches and req["op"] not in ("resolve", "forget", "own"):
+        if self.watches and req["op"] not in ("resolve", "forget", "own", "swap", "unswap"):
             req["watch"] = self.watches[-1]["spec"]
         b64 = base64.b64encode(json.dumps(req).encode()).decode("ascii")
         code = f"__import__('solutions_lib._remote', fromlist=['serve']).serve('{b64}')"
@@ -357,8 +367,11 @@ class RemoteKernel:
                 self.interrupt()
                 raise CellTimeoutError("your code ran past the grader's time limit for this cell")
             try:
-                msg = self.kc.get_iopub_msg(timeout=min(left, 3600))
+                msg = self.kc.get_iopub_msg(timeout=min(left, 2.0))
             except queue.Empty:
+                if not self.kc.is_alive():
+                    raise KernelDied("your notebook's kernel died while the grader was calling your code "
+                                     "(out of memory, or the process was killed)") from None
                 continue
             if (msg.get("parent_header") or {}).get("msg_id") != msg_id:
                 continue
@@ -450,6 +463,39 @@ def _grading_shim(kernel: RemoteKernel):
     return shim
 
 
+def _upstream_shim(cells: "GraderSideCells"):
+    """`solutions_lib.upstream` as a grader-side cell sees it: `swapped(globals(), ...)` and
+    `swap_for_cell(globals(), ...)` swap the names in the kernel (where the student's answers
+    call them) as well as in the cell's namespace."""
+    from .. import upstream as U
+
+    shim = types.ModuleType("solutions_lib.upstream")
+    shim.__dict__.update({k: v for k, v in vars(U).items() if not k.startswith("__")})
+    kernel = cells.kernel
+
+    @contextlib.contextmanager
+    def swapped(namespace: dict, **replacements):
+        if namespace is not cells.ns:
+            with U.swapped(namespace, **replacements):
+                yield
+            return
+        token = kernel.request({"op": "swap", "names": {k: kernel.encode(v) for k, v in replacements.items()}})
+        try:
+            with U.swapped(namespace, **replacements):
+                yield
+        finally:
+            kernel.request({"op": "unswap", "token": token})
+
+    def swap_for_cell(namespace: dict, **replacements) -> None:
+        ctx = swapped(namespace, **replacements)
+        ctx.__enter__()
+        cells.at_cell_end.append(ctx)
+
+    shim.swapped = swapped
+    shim.swap_for_cell = swap_for_cell
+    return shim
+
+
 class GraderSideCells:
     """The grader's side of one notebook's grader-side test cells (one namespace per notebook)."""
 
@@ -457,14 +503,30 @@ class GraderSideCells:
         self.timeout = float(timeout)
         self.out = io.StringIO()
         self.kernel = RemoteKernel(connection_info, on_stream=self._stream)
+        self.at_cell_end: list = []
         self.shim = _grading_shim(self.kernel)
+        self.upstream_shim = _upstream_shim(self)
         real_import = builtins.__import__
-        shim = self.shim
+        shims = {"grading": self.shim, "upstream": self.upstream_shim}
+        package: dict = {}
 
         def _import(name, globals=None, locals=None, fromlist=(), level=0):
-            if name == "solutions_lib.grading" and fromlist:
-                return shim
-            return real_import(name, globals, locals, fromlist, level)
+            found = real_import(name, globals, locals, fromlist, level)
+            if level or not name.startswith("solutions_lib"):
+                return found
+            if fromlist and name.startswith("solutions_lib.") and name[len("solutions_lib."):] in shims:
+                return shims[name[len("solutions_lib."):]]
+            if getattr(found, "__name__", "") == "solutions_lib":
+                # `import solutions_lib.grading as g`, `from solutions_lib import upstream`
+                real = found
+                if package.get("real") is not real or any(getattr(package["shim"], k, None) is not v
+                                                          for k, v in vars(real).items() if k not in shims):
+                    pkg = types.ModuleType("solutions_lib")
+                    pkg.__dict__.update(vars(real))
+                    pkg.__dict__.update({k: v for k, v in shims.items()})
+                    package.update(real=real, shim=pkg)
+                return package["shim"]
+            return found
 
         b = dict(vars(builtins))
         b["__import__"] = _import
@@ -505,6 +567,11 @@ class GraderSideCells:
                 raise
             error = e
         finally:
+            while self.at_cell_end:
+                try:
+                    self.at_cell_end.pop().__exit__(None, None, None)
+                except BaseException as e:  # noqa: BLE001
+                    error = error or e
             G.RECORD_SINK.pop("records", None)
             self.defined |= stored_names(source)
         outputs = []
