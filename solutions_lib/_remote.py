@@ -56,7 +56,9 @@ def _torch():
 
 def array_payload(a) -> dict:
     import numpy as np
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a)
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")     # (np.ascontiguousarray would make a 0-d array 1-d)
     if a.dtype.hasobject:
         raise RemoteDataError("an object array")
     return {"dtype": a.dtype.str, "shape": list(a.shape), "data": _b64(a.tobytes())}
@@ -194,6 +196,9 @@ def encode(x, *, mirror=None, handle=None, depth: int = 0):
         return {"t": "range", "v": [x.start, x.stop, x.step]}
     if x is Ellipsis:
         return {"t": "ellipsis"}
+    if isinstance(x, dict) and t.__module__ in ("collections", "builtins"):
+        # OrderedDict, defaultdict, Counter: a dict on the other side (read through dict's own items)
+        return {"t": "dict", "v": [[enc(k), enc(v)] for k, v in dict.items(x)]}
     if isinstance(x, tuple) and hasattr(t, "_fields") and all(isinstance(f, str) for f in t._fields):
         return {"t": "namedtuple", "name": t.__name__, "fields": list(t._fields), "v": [enc(v) for v in x]}
     np = sys.modules.get("numpy")
@@ -207,7 +212,7 @@ def encode(x, *, mirror=None, handle=None, depth: int = 0):
                 {"t": "ndarray", "p": array_payload(x)}
         if isinstance(x, np.generic) and not isinstance(x, np.object_):
             return {"t": "npscalar", "p": array_payload(np.asarray(x))}
-        if t is np.dtype:
+        if isinstance(x, np.dtype):
             return {"t": "npdtype", "v": x.str}
     if torch is not None:
         if t is torch.Tensor or t is torch.nn.Parameter:

@@ -547,11 +547,18 @@ def no_delegation(task: str, *forbidden):
     """
     files: dict[str, str] = {}
     codes: dict[types.CodeType, str] = {}
+    builtins_: dict[int, str] = {}                  # C functions (torch.softmax), by identity
+    methods: dict[tuple[type, str], str] = {}       # methods of C types (torch.Tensor.softmax)
     for obj in forbidden:
         if isinstance(obj, types.ModuleType):
             f = getattr(obj, "__file__", None)
             if f:
                 files[str(Path(f).resolve())] = _describe(obj)
+        elif isinstance(obj, types.BuiltinFunctionType):
+            builtins_[id(obj)] = f"{getattr(obj, '__module__', None) or 'builtins'}.{obj.__name__}"
+        elif isinstance(getattr(obj, "__objclass__", None), type) and isinstance(getattr(obj, "__name__", None), str):
+            owner = "torch.Tensor" if obj.__objclass__.__name__ == "TensorBase" else obj.__objclass__.__name__
+            methods[(obj.__objclass__, obj.__name__)] = f"{owner}.{obj.__name__}"
         else:
             for c in _code_objects(obj):
                 codes[c] = _describe(obj)
@@ -575,6 +582,15 @@ def no_delegation(task: str, *forbidden):
             if arg is sys.setprofile or arg is sys.settrace or arg is threading.setprofile \
                     or arg is threading.settrace:
                 hits.append("a change of the profiler")
+            name = builtins_.get(id(arg))
+            if name is None and methods:
+                owner = getattr(arg, "__self__", None)
+                for (cls, meth), label in methods.items():
+                    if getattr(arg, "__name__", None) == meth and isinstance(owner, cls):
+                        name = label
+                        break
+            if name and name not in hits:
+                hits.append(name)
             return
         if event != "call":
             return
