@@ -461,9 +461,14 @@ def _op(req: dict):
         grading.expect_own(target, str(req.get("task", "")), *forbidden)
         return None
     target = _decode_in(req["target"]) if "target" in req else None
+    if op == "lookup":
+        return _resolve_qualname(str(req["module"]), str(req["qualname"]))
     if op == "call":
         args = _decode_in(req.get("args", {"t": "list", "v": []}))
         kwargs = _decode_in(req.get("kwargs", {"t": "dict", "v": []}))
+        if req.get("method") in ("__enter__", "__exit__"):
+            fn = getattr(target, req["method"])
+            return lambda: fn(*args, **kwargs)
         return lambda: target(*args, **kwargs)
     if op == "getattr":
         return lambda: getattr(target, str(req["name"]))
@@ -508,7 +513,7 @@ def serve(request_b64: str) -> None:
         for rid, payload in (req.get("sync") or {}).items():
             _decode_in({"t": "mirror", "id": int(rid), "p": payload})
         work = _op(req)
-        if callable(work) and req["op"] not in ("resolve", "forget", "own", "swap", "unswap"):
+        if callable(work) and req["op"] not in ("resolve", "forget", "own", "swap", "unswap", "lookup"):
             result, exc, problem = _run(work, req.get("watch"))
         else:
             result, exc, problem = work, None, None

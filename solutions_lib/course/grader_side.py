@@ -57,7 +57,9 @@ OUTPUT_BYTES = 256 * 2**10
 BESIDE = re.compile(
     r"(?<!swapped\()(?<!swap_for_cell\()globals\(|launch|get_ipython|probes_|Recorder|register_|hook|settrace|setprofile|"
     r"threading|CommCounter|solutions_lib\.dist|OneShot|\bwatch\(|__main__|sys\.modules|inspect\.|"
-    r"set_num_threads|perf_counter|time\.time|timeit|process_time|tracemalloc|\bgc\.|"
+    r"set_num_threads|perf_counter|time\.time|timeit|process_time|tracemalloc|\bgc\.|profiler|"
+    r"memory_allocated|max_memory|getrusage|DispatchMode|__torch_function__|__torch_dispatch__|FlopCounter|"
+    r"CommDebugMode|"
     r"\w\.(no_delegation|expect_own)\b|^\s*[%!]", re.M)
 
 #: Modules a name in the kernel may stand for in a grader-side cell (by name, imported here).
@@ -113,6 +115,14 @@ def stored_names(source: str) -> set[str]:
     return out
 
 
+#: Attributes with dunder names a test may read from a kernel object (`fn.__name__`).
+READABLE_DUNDERS = {"__name__", "__qualname__", "__doc__", "__module__"}
+
+#: Kit modules whose classes a grader-side cell builds in the kernel (the objects it passes to
+#: the student's code: `TwoTowerModel(...)` is a handle); their functions stay the grader's.
+REMOTE_CLASSES = ("solutions_lib.models",)
+
+
 class RemoteError(Exception):
     """An exception of the student's code whose type is not a Python builtin."""
 
@@ -164,9 +174,18 @@ class RemoteObject:
         return self._tas_kernel.request({"op": op, "target": {"t": "handle", "id": self._tas_id}, **kw})
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("__") and name.endswith("__") and name not in READABLE_DUNDERS:
             raise AttributeError(name)
         return self._tas("getattr", name=name)
+
+    def __enter__(self):
+        return self._tas("call", args=self._tas_kernel.encode([]), kwargs=self._tas_kernel.encode({}),
+                         method="__enter__")
+
+    def __exit__(self, exc_type, exc, tb):
+        self._tas("call", args=self._tas_kernel.encode([None, None, None]), kwargs=self._tas_kernel.encode({}),
+                  method="__exit__")
+        return False   # the kernel never decides whether the grader's exception is swallowed
 
     def __setattr__(self, name, value):
         self._tas("setattr", name=name, value=self._tas_kernel.encode(value))
@@ -496,6 +515,23 @@ def _upstream_shim(cells: "GraderSideCells"):
     return shim
 
 
+class _RemoteClassesModule(types.ModuleType):
+    """A kit module whose classes are the kernel's (REMOTE_CLASSES), fetched on first use."""
+
+    def __init__(self, kernel: RemoteKernel, name: str):
+        import importlib
+        super().__init__(name)
+        object.__setattr__(self, "_tas_real", importlib.import_module(name))
+        object.__setattr__(self, "_tas_kernel", kernel)
+
+    def __getattr__(self, attr):
+        value = getattr(self._tas_real, attr)
+        if isinstance(value, type) and value.__module__ == self._tas_real.__name__:
+            value = self._tas_kernel.request({"op": "lookup", "module": self._tas_real.__name__, "qualname": attr})
+        setattr(self, attr, value)
+        return value
+
+
 class GraderSideCells:
     """The grader's side of one notebook's grader-side test cells (one namespace per notebook)."""
 
@@ -508,6 +544,8 @@ class GraderSideCells:
         self.upstream_shim = _upstream_shim(self)
         real_import = builtins.__import__
         shims = {"grading": self.shim, "upstream": self.upstream_shim}
+        for mod in REMOTE_CLASSES:
+            shims[mod[len("solutions_lib."):]] = _RemoteClassesModule(self.kernel, mod)
         package: dict = {}
 
         def _import(name, globals=None, locals=None, fromlist=(), level=0):
