@@ -904,3 +904,34 @@ def varlen_attention(q, k, v, cu_seqlens, causal: bool = False, scale: float | N
             s = s.masked_fill(_bottom_right_future(b - a, b - a, q.device), -math.inf)
         out[a:b] = (torch.softmax(s, dim=-1) @ vs).transpose(0, 1)
     return out
+
+
+def bench_gqa_varlen(out=print) -> bool:
+    """KV-cache bytes of Llama 2 70B with multi-head and grouped attention, and the scores a packed
+    batch computes per head: packed row, padded to the longest, per sequence; with a check of
+    gqa_attention and varlen_attention against SDPA (enable_gqa, per sequence)."""
+    import torch.nn.functional as F
+
+    ok = True
+    out("KV cache, Llama 2 70B (80 layers, 64 query heads, 8 KV heads of 128, bf16):")
+    for seqs, n in ((1, 1), (1, 4096), (16, 4096)):
+        mha, gqa = kv_cache_bytes(seqs, n, 80, 64, 8, 128, 2)
+        out(f"  {seqs:>3} x {n:>5} tokens: multi-head {mha / 2 ** 20:>10,.1f} MiB  grouped {gqa / 2 ** 20:>9,.1f} MiB"
+            f"  ({mha / gqa:.0f}x)")
+    lengths = [5, 17, 9, 30, 3]
+    t = sum(lengths)
+    out(f"packed batch {lengths} (T = {t}): scores per head: packed row {t * t:,}, padded "
+        f"{len(lengths) * max(lengths) ** 2:,}, per sequence {sum(n * n for n in lengths):,}")
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, h, n, 16, generator=g, dtype=torch.float64) for h, n in ((8, 3), (2, 40), (2, 40)))
+    mask = torch.ones(3, 40, dtype=torch.bool).tril(37)
+    err = float((gqa_attention(q, k, v, causal=True)
+                 - F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)).abs().max())
+    cu = torch.tensor([0, 5, 22, 31, 61, 64], dtype=torch.int32)
+    q, k, v = (torch.randn(t, 2, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    alone = torch.cat([F.scaled_dot_product_attention(*(x[a:b].transpose(0, 1) for x in (q, k, v)), is_causal=True)
+                       .transpose(0, 1) for a, b in zip(cu.tolist(), cu.tolist()[1:])])
+    err2 = float((varlen_attention(q, k, v, cu, causal=True) - alone).abs().max())
+    out(f"max |gqa_attention - SDPA(enable_gqa)| = {err:.1e}; max |varlen_attention - SDPA per sequence| = {err2:.1e}")
+    ok &= err < 1e-12 and err2 < 1e-12
+    return bool(ok)

@@ -150,3 +150,10 @@ def test_probes_catch_the_shortcuts(cases):
                                    torch.ones(6, 1, 2, dtype=torch.float64))
         with pytest.raises(GradingError, match="multiply-adds"):
             pa.check_varlen(wrong, 7711, cases)
+
+
+def test_bench_gqa_varlen_prints_and_checks():
+    lines = []
+    assert A.bench_gqa_varlen(out=lines.append)
+    assert any("10,240.0 MiB" in l and "1,280.0 MiB" in l for l in lines)
+    assert any("packed row 4,096, padded 4,500, per sequence 1,304" in l for l in lines)
