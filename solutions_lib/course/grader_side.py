@@ -109,6 +109,8 @@ def stored_names(source: str) -> set[str]:
             out.add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            out.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for a in node.names:
                 out.add((a.asname or a.name).split(".")[0])

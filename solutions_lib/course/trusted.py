@@ -176,6 +176,11 @@ def run_in(nb, workdir: Path, env: dict, timeout: int, grader_side: dict | None 
         os.environ.update(old)
 
 
+def _arguments(source: str) -> set[str]:
+    import ast
+    return {a.arg for a in ast.walk(ast.parse(source)) if isinstance(a, ast.arg)}
+
+
 def grader_side_candidates(nb) -> dict:
     """grade id -> source of the test cells that may run grader-side (grader_side.eligible),
     less those that bind a name a later cell run in the kernel reads."""
@@ -214,8 +219,8 @@ def grader_side_candidates(nb) -> dict:
                 lgid = ((later.get("metadata", {}) or {}).get("nbgrader", {}) or {}).get("grade_id")
                 if lgid in cand:
                     continue
-                try:
-                    reads = set(loaded_names(later.source))
+                try:   # a name the later cell binds itself is its own (`except E as e`, loop variables)
+                    reads = set(loaded_names(later.source)) - stored_names(later.source) - _arguments(later.source)
                 except SyntaxError:
                     reads = set()
                 if reads & bound:
