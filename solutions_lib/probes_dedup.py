@@ -180,3 +180,21 @@ def docs_of(got, what: str) -> list:
     except (TypeError, ValueError):
         raise GradingError(f"{what}: expected a list with one list of token ids per document, got "
                            f"{str(got)[:200]}") from None
+
+
+def bench_exact_substring(out=print) -> bool:
+    """Part B4's step budget in numbers: the course's repeated_spans against every pair of windows
+    compared, on the scaling corpus. True when the first fits the budget and the second does not."""
+    from . import data
+    docs, planted = planted_corpus(np.random.default_rng(8804), **SCALING_CORPUS)
+    k = SCALING_CORPUS["k"]
+    n = sum(map(len, docs))
+    windows = sum(max(0, len(d) - k + 1) for d in docs)
+    fast, spans = count_steps(data.repeated_spans, docs, k)
+    slow, _ = count_steps(brute_force_spans, docs, k)
+    out(f"exact substrings: {len(docs)} documents, {n:,} tokens, {windows:,} windows of k = {k} "
+        f"({windows * (windows - 1) // 2:,} pairs); budget {STEP_BUDGET:,} Python steps")
+    out(f"  suffix array (windows sorted by their k tokens): {fast:,} steps, {len(spans or [])} runs, "
+        f"{sum(e - s for _, s, e in spans or []):,} tokens covered, {len(planted)} planted spans")
+    out(f"  every pair of windows: {'stopped at the budget' if slow > STEP_BUDGET else f'{slow:,} steps'}")
+    return fast <= STEP_BUDGET < slow

@@ -120,3 +120,9 @@ def test_count_steps_restores_tracing():
     import sys
     steps, got = probes_dedup.count_steps(lambda: [1, 2], budget=100)
     assert got == [1, 2] and 0 < steps < 100 and sys.gettrace() is None
+
+
+def test_bench_exact_substring():
+    lines = []
+    assert probes_dedup.bench_exact_substring(out=lines.append)
+    assert "stopped at the budget" in lines[-1]
