@@ -32,6 +32,8 @@ _HANDLE_OF: dict[int, int] = {}      # id(object) -> handle
 _MIRRORS: dict[int, object] = {}     # mirror id -> the kernel's copy of a grader array/tensor
 _MIRROR_OF: dict[int, int] = {}      # id(copy) -> mirror id
 _SIGNATURES: dict[int, tuple] = {}   # mirror id -> signature after the last sync
+_STATES: dict[int, object] = {}      # state id -> the kernel's copy of a grader nn.Module
+_STATE_OF: dict[int, int] = {}       # id(copy) -> state id
 _SWAPS: list[dict] = []              # names swapped by upstream.swapped in a grader-side cell
 _MISSING = object()
 
@@ -130,7 +132,8 @@ def mirror_payload(obj) -> dict:
         return {"g": _b64(obj.get_state().numpy().tobytes())}
     if torch is not None and isinstance(obj, torch.Tensor):
         g = obj.grad
-        return {"t": tensor_payload(obj), "grad": None if g is None else tensor_payload(g)}
+        return {"t": tensor_payload(obj), "grad": None if g is None else tensor_payload(g),
+                "param": isinstance(obj, torch.nn.Parameter)}
     return {"a": array_payload(obj)}
 
 
@@ -144,13 +147,17 @@ def apply_mirror(obj, p: dict):
         return gen
     if "a" in p:
         new = payload_array(p["a"])
+        if not isinstance(obj, type(new)):
+            obj = None
         if obj is None or obj.shape != new.shape or obj.dtype != new.dtype:
             return new
         obj[...] = new
         return obj
     new = payload_tensor(p["t"])
+    if not isinstance(obj, torch.Tensor):
+        obj = None
     if obj is None or tuple(obj.shape) != tuple(new.shape) or obj.dtype != new.dtype:
-        obj = new
+        obj = torch.nn.Parameter(new.detach(), requires_grad=bool(new.requires_grad)) if p.get("param") else new
     else:
         with torch.no_grad():
             obj.copy_(new)
@@ -305,7 +312,7 @@ def decode(p, *, mirror=None, handle=None, depth: int = 0):
         return torch.device(str(v))
     if t == "mirror":
         return mirror(p.get("id"), p.get("p"))
-    if t in ("handle", "module", "qualname"):
+    if t in ("handle", "module", "qualname", "state"):
         return handle(p)
     raise RemoteDataError(f"unknown kind {t!r}")
 
@@ -316,6 +323,9 @@ def _kernel_handle(x) -> dict:
     import types
     if isinstance(x, types.ModuleType):
         return {"t": "module", "name": x.__name__}
+    sid = _STATE_OF.get(id(x))
+    if sid is not None and _STATES.get(sid) is x:
+        return {"t": "state", "id": sid}
     h = _HANDLE_OF.get(id(x))
     if h is None or _HANDLES.get(h) is not x:
         h = len(_HANDLES) + 1
@@ -384,6 +394,18 @@ def _decode_in(p):
     def handle(d):
         if d["t"] == "handle":
             return _HANDLES[int(d["id"])]
+        if d["t"] == "state":
+            sid = int(d["id"])
+            if sid in _STATES:
+                return _STATES[sid]
+            if "state" not in d:
+                raise RemoteDataError(f"no object {sid}")
+            cls = _resolve_qualname(str(d["module"]), str(d["qualname"]))
+            obj = cls.__new__(cls)
+            _STATES[sid] = obj            # before its state: a module may refer to itself
+            _STATE_OF[id(obj)] = sid
+            obj.__dict__.update(_decode_in(d["state"]))
+            return obj
         if d["t"] == "module":
             return importlib.import_module(str(d["name"]))
         return _resolve_qualname(str(d["module"]), str(d["qualname"]))
@@ -438,6 +460,10 @@ def _op(req: dict):
             obj = _HANDLES.pop(int(h), None)
             if obj is not None and _HANDLE_OF.get(id(obj)) == int(h):
                 del _HANDLE_OF[id(obj)]
+        return None
+    if op == "reset":     # a new notebook's grader: nothing of an earlier one is reachable
+        for table in (_HANDLES, _HANDLE_OF, _MIRRORS, _MIRROR_OF, _SIGNATURES, _STATES, _STATE_OF):
+            table.clear()
         return None
     if op == "swap":
         ns = _user_ns()
@@ -513,7 +539,7 @@ def serve(request_b64: str) -> None:
         for rid, payload in (req.get("sync") or {}).items():
             _decode_in({"t": "mirror", "id": int(rid), "p": payload})
         work = _op(req)
-        if callable(work) and req["op"] not in ("resolve", "forget", "own", "swap", "unswap", "lookup"):
+        if callable(work) and req["op"] not in ("resolve", "forget", "own", "swap", "unswap", "lookup", "reset"):
             result, exc, problem = _run(work, req.get("watch"))
         else:
             result, exc, problem = work, None, None

@@ -45,6 +45,14 @@ def slow():
     time.sleep(30)
 def dies():
     os._exit(3)
+def train(model, batches, lr):
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for x, y in batches:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+        opt.step()
+def weights(model):
+    return [p for n, p in model.named_parameters() if n.endswith("weight")]
 K = 3.5
 '''
 
@@ -112,6 +120,32 @@ def test_mirrored_tensors_arrays_and_generators_keep_their_identity(cells):
         "print('gen', torch.equal(x1, torch.randn(3, generator=ref)), torch.equal(x2, torch.randn(2, generator=ref)))\n"))
     assert errors == []
     assert "w [0.9, 1.9]" in text and "same True True" in text and "gen True True" in text
+
+
+def test_a_model_the_test_builds_is_trained_in_the_kernel(cells):
+    """torch's and the kit's modules travel by state, their parameters mirrored: the student's
+    training in the kernel moves the grader's parameters, and the parameters it returns are the
+    grader's own objects."""
+    _, errors, text = run(cells, (
+        "import copy, torch\n"
+        "from solutions_lib import debugging as kit\n"
+        "torch.manual_seed(1)\n"
+        "m = kit.TinyLM(vocab=16, hidden=16)\n"
+        "data = kit.synthetic_tokens(8, 9, vocab=16, seed=5)\n"
+        "bs = [(data[4 * s:4 * s + 4, :-1], data[4 * s:4 * s + 4, 1:]) for s in range(2)]\n"
+        "m2 = copy.deepcopy(m)\n"
+        "train(m, bs, 0.1)\n"
+        "opt = torch.optim.SGD(m2.parameters(), lr=0.1)\n"
+        "for x, y in bs:\n"
+        "    opt.zero_grad()\n"
+        "    torch.nn.functional.cross_entropy(m2(x).flatten(0, 1), y.flatten()).backward()\n"
+        "    opt.step()\n"
+        "print('trained', all(torch.equal(a, b) for a, b in zip(m.parameters(), m2.parameters())))\n"
+        "ids = {id(p) for p in m.parameters()}\n"
+        "print('same objects', all(id(p) in ids for p in weights(m)), len(weights(m)) > 0)\n"))
+    assert errors == [] and "trained True" in text and "same objects True True" in text
+    _, errors, _ = run(cells, "import torch\nclass Mine(torch.nn.Module):\n    pass\nweights(Mine())\n")
+    assert errors and "cannot be sent" in errors[0][1]     # a class the test defines stays in the grader
 
 
 def test_own_work_guards_run_in_the_kernel(cells):

@@ -261,6 +261,8 @@ class RemoteKernel:
         self.next_mirror = 1
         self.drops: list[int] = []
         self.watches: list[dict] = []
+        self.states: dict[int, weakref.ref] = {}
+        self.state_of: dict[int, int] = {}
 
     def close(self) -> None:
         try:
@@ -295,6 +297,9 @@ class RemoteKernel:
             return {"t": "handle", "id": obj._tas_id}
         if isinstance(obj, types.ModuleType):
             return {"t": "module", "name": obj.__name__}
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(obj, torch.nn.Module):
+            return self._state_out(obj)
         names = [(getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)),
                  (getattr(obj, "__module__", None), getattr(obj, "__name__", None))]   # torch.softmax
         owner = getattr(obj, "__objclass__", None)     # a method of a C type (torch.Tensor.softmax)
@@ -313,6 +318,28 @@ class RemoteKernel:
                     return {"t": "qualname", "module": mod, "qualname": qual}
         raise R.RemoteDataError(f"a {type(obj).__name__} made by the test cannot be sent to your kernel")
 
+    def _state_out(self, obj) -> dict:
+        """An nn.Module of torch's or the kit's own classes, sent by its state the first time (its
+        parameters and buffers mirrored, so training in the kernel shows here) and by id after."""
+        sid = self.state_of.get(id(obj))
+        if sid is not None and self.states.get(sid, lambda: None)() is obj:
+            return {"t": "state", "id": sid}
+        cls = type(obj)
+        mod, qual = cls.__module__, cls.__qualname__
+        if not (mod.startswith("torch.") or mod.startswith("solutions_lib.")) or "<" in qual:
+            raise R.RemoteDataError(f"a {cls.__name__} made by the test cannot be sent to your kernel "
+                                    "(only torch's and the course's own modules can)")
+        found = sys.modules.get(mod)
+        for part in qual.split("."):
+            found = getattr(found, part, None)
+        if found is not cls:
+            raise R.RemoteDataError(f"a {cls.__name__} made by the test cannot be sent to your kernel")
+        sid = self.next_mirror
+        self.next_mirror += 1
+        self.states[sid] = weakref.ref(obj)
+        self.state_of[id(obj)] = sid
+        return {"t": "state", "id": sid, "module": mod, "qualname": qual, "state": self.encode(dict(vars(obj)))}
+
     def encode(self, x):
         return R.encode(x, mirror=self._mirror_id, handle=self._handle_out)
 
@@ -325,6 +352,12 @@ class RemoteKernel:
             return obj
 
         def handle(d):
+            if d.get("t") == "state":
+                ref = self.states.get(int(d.get("id", -1)))
+                obj = ref() if ref is not None else None
+                if obj is None:
+                    raise R.RemoteDataError("an object the grader did not send")
+                return obj
             if d.get("t") == "module":
                 name = str(d.get("name", ""))
                 if name.split(".")[0] not in MODULES:
@@ -374,7 +407,7 @@ class RemoteKernel:
         req["sync"] = self._outgoing_sync()
         if self.drops:
             req["drop"], self.drops = self.drops, []
-        if self.watches and req["op"] not in ("resolve", "forget", "own", "swap", "unswap"):
+        if self.watches and req["op"] not in ("resolve", "forget", "own", "swap", "unswap", "lookup", "reset"):
             req["watch"] = self.watches[-1]["spec"]
         b64 = base64.b64encode(json.dumps(req).encode()).decode("ascii")
         code = f"__import__('solutions_lib._remote', fromlist=['serve']).serve('{b64}')"
@@ -541,6 +574,7 @@ class GraderSideCells:
         self.timeout = float(timeout)
         self.out = io.StringIO()
         self.kernel = RemoteKernel(connection_info, on_stream=self._stream)
+        self._reset = False
         self.at_cell_end: list = []
         self.shim = _grading_shim(self.kernel)
         self.upstream_shim = _upstream_shim(self)
@@ -590,6 +624,9 @@ class GraderSideCells:
         self.kernel.deadline = time.monotonic() + self.timeout
         G.RECORD_SINK["records"] = records
         try:
+            if not self._reset:
+                self.kernel.request({"op": "reset"})
+                self._reset = True
             imported = imported_names(source)
             need = [n for n in loaded_names(source) if n not in self.defined and n not in imported]
             if need:
