@@ -27,6 +27,12 @@ studentkit
         the student edition (course/student_kit.py): the wheel built with every assignment's
         visible values, installed in a fresh venv; every solved release notebook must pass
         `nbgrader validate` there and every blank one fail. Not in the default set (minutes).
+notebooks
+        every solved source notebook top to bottom in a plain kernel (course_times.py): seconds per
+        notebook and its slowest cells, against 30 s each and 6 min for the course. Not in the
+        default set (minutes); `--assignments` picks some.
+gqa     07 exercises_2 Part E: Llama 2 70B's KV cache with and without grouped queries, a packed
+        batch's scores against padding and a block mask, checked against SDPA.
 parallel
         lab part 2 on 2-4 gloo ranks (dist/parallel_bench.py): measured pipeline bubble (AFAB,
         1F1B) and peak in-flight micro-batches, TP/SP, ring-attention and DP x TP mesh calls and
@@ -220,6 +226,22 @@ def capstone(out=print) -> bool:
     return bench_capstone(out=out)
 
 
+def gqa(out=print) -> bool:
+    """07 exercises_2 Part E: the KV cache of Llama 2 70B with and without grouped queries, and the
+    scores of a packed batch against its padded and block-masked forms, checked against SDPA."""
+    from .attention import bench_gqa_varlen
+
+    return bench_gqa_varlen(out=out)
+
+
+def notebooks(out=print, assignments=None, only=None) -> bool:
+    """Seconds per solved source notebook, top to bottom in a plain kernel, with the slowest cells,
+    against the budget (30 s each, 6 min for the course; course_times.py). Minutes: ask by name."""
+    from .course_times import bench_notebook_times
+
+    return bench_notebook_times(out=out, assignments=assignments, only=only)
+
+
 def prose(out=print) -> bool:
     """Markdown vs test-code lines per notebook (issue 28: notebooks that read as prose)."""
     from .course.prose import bench as prose_bench
@@ -228,7 +250,7 @@ def prose(out=print) -> bool:
 
 
 BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel,
-           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose,
+           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose, "gqa": gqa, "notebooks": notebooks,
            "published": published, "capstone": capstone}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
@@ -252,6 +274,8 @@ def main(names=None, assignments=None, baseline=False, sweep="both", only=None, 
             results.append(studentkit(assignments=assignments, only=only))
         elif name == "mutants":
             results.append(mutants(assignments=assignments, only=only, workers=workers))
+        elif name == "notebooks":
+            results.append(notebooks(assignments=assignments, only=only))
         else:
             results.append(BENCHES[name]())
     return 0 if all(results) else 1

@@ -24,7 +24,7 @@ DEBT: dict[str, int] = {
     "06_compute_scaling/exercises": 97,
     "06_compute_scaling/theory": 4,
     "07_numerics_attention/exercises": 95,
-    "07_numerics_attention/exercises_2_flash_attention": 122,
+    "07_numerics_attention/exercises_2_flash_attention": 79,
     "08_data_checkpoints/exercises": 402,
     "09_debugging_cost/exercises": 196,
     "09_debugging_cost/exercises_2_profiling": 218,

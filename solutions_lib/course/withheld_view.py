@@ -30,7 +30,8 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 WITHHELD: dict[str, tuple[str, ...]] = {
     "attention": ("FlashAttention2", "attention_io_roofline", "crossover_seq_len", "fa1_block_sizes",
                   "flash_attention2_forward", "flash_attention_backward", "flash_attention_forward",
-                  "flash_attention_hbm_bytes", "online_softmax", "score_saturation", "standard_attention_hbm_bytes"),
+                  "flash_attention_hbm_bytes", "gqa_attention", "kv_cache_bytes", "online_softmax", "score_saturation",
+                  "standard_attention_hbm_bytes", "varlen_attention"),
     "batch_scaling": ("linear_scaling_table", "loglog_slope", "plan_per_gpu_batch", "scale_lr"),
     "checkpointing": ("adaptive_interval", "checkpoint_overhead", "daly_interval", "first_order_waste",
                       "hazard_from_probability", "io_seconds", "young_interval"),
@@ -81,7 +82,7 @@ WITHHELD: dict[str, tuple[str, ...]] = {
                  "tp_comm_bytes_per_layer"),
     "roofline": ("fit_roofline",),
     "scaling": ("bootstrap_chinchilla_fit", "chinchilla_loss", "chinchilla_optimal", "compute_multiplier_with_floor",
-                "fit_chinchilla_law", "inference_aware_optimal", "tokens_for_loss"),
+                "fit_chinchilla_law", "fit_loss_law", "inference_aware_optimal", "isoflop_fit", "tokens_for_loss"),
     # check_pretraining_design is not withheld: a rule checker that the tests apply to the student's design, not an answer
     "schedules": ("cosine_with_restarts", "design_pretraining_schedule",
                   "diagnose_lr_trace", "fit_schedule_to_budget", "inverse_sqrt", "linear_warmup", "one_cycle",
