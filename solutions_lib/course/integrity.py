@@ -353,7 +353,10 @@ def _preprocessor_class():
             # how the kernel ran, for the grade report and the demo's table (issue 26): grading
             # refuses to run unsandboxed unless TAS_SANDBOX=off (config.py), so off means plain
             mode = os.environ.get("TAS_SANDBOX", "on")
-            nb.metadata["tas"] = {"graded_in": "plain kernel (TAS_SANDBOX=off)" if mode == "off" else "sandbox"}
+            how = "plain kernel (TAS_SANDBOX=off)" if mode == "off" else "sandbox"
+            tests = [c for c in nb.cells if _is_test_cell(c)]
+            by_grader = sum(1 for c in tests if (c.get("metadata") or {}).get("tas_evaluated") == "grader")
+            nb.metadata["tas"] = {"graded_in": how, "test_cells_by_the_grader": f"{by_grader} of {len(tests)}"}
             return nb, resources
 
     return DecideTestCells
