@@ -434,7 +434,7 @@ def _run(fn, watch):
     if not watch:
         try:
             return fn(), None, None
-        except Exception as e:  # noqa: BLE001  (the grader sees it as the call's exception)
+        except (Exception, SystemExit) as e:  # noqa: BLE001  (the grader sees it as the call's exception)
             return None, e, None
     from . import grading
     forbidden = [_decode_in(f) for f in watch.get("forbidden", [])]
@@ -443,7 +443,7 @@ def _run(fn, watch):
         with grading.no_delegation(str(watch.get("task", "")), *forbidden):
             try:
                 box["r"] = fn()
-            except Exception as e:  # noqa: BLE001
+            except (Exception, SystemExit) as e:  # noqa: BLE001
                 box["e"] = e
     except grading.DelegationError as d:
         return box.get("r"), box.get("e"), str(d)

@@ -251,3 +251,19 @@ def test_which_cells_may_run_grader_side():
     assert loaded_names("x = f(y)\ndef g():\n    return h(z)\n") == ["f", "y", "h", "z"]
     assert stored_names("import numpy as np\nx, y = 1, 2\nfor i in r: pass\ndef g(): pass") >= {"np", "x", "y", "i", "g"}
     assert os.environ.get("TAS_GRADER_SIDE", "on") in ("on", "off")
+
+
+def test_an_argparse_exit_is_an_exception_of_the_cell(cells, kernel):
+    from jupyter_client.blocking import BlockingKernelClient
+    kc = BlockingKernelClient()
+    kc.load_connection_info(kernel.get_connection_info())
+    kc.start_channels()
+    kc.execute_interactive("import argparse\ndef parse(argv):\n    p = argparse.ArgumentParser()\n"
+                           "    p.add_argument('--amp', choices=('none', 'bf16'))\n    return vars(p.parse_args(argv))\n",
+                           timeout=30)
+    kc.stop_channels()
+    records, errors, _ = run(cells, "from solutions_lib.grading import expect_raises\n"
+                                    "expect_raises(lambda: parse(['--amp', 'fp8']), SystemExit, 'a bad choice')\n"
+                                    "parse(['--amp', 'fp8'])\n")
+    assert [r["kind"] for r in records] == ["raises"]
+    assert errors and errors[0][0] == "SystemExit"      # the cell's error; the grader did not exit

@@ -133,9 +133,16 @@ _REMOTE_TYPES: dict[str, type] = {}
 _NOT_RAISED = {"SystemExit", "KeyboardInterrupt", "GeneratorExit", "StopIteration", "StopAsyncIteration"}
 
 
+class RemoteSystemExit(SystemExit):
+    """`SystemExit` raised by the student's code (argparse's error exit): `expect_raises(...,
+    SystemExit)` sees it; the grader catches it like any error of the cell, it never exits."""
+
+
 def remote_exception(info: dict) -> BaseException:
     name = str(info.get("type", "Exception"))[:100]
     msg = str(info.get("message", ""))
+    if name == "SystemExit" and info.get("builtin"):
+        return RemoteSystemExit(int(msg) if msg.lstrip("-").isdigit() else msg)
     if info.get("builtin") and name not in _NOT_RAISED:
         t = getattr(builtins, name, None)
         if isinstance(t, type) and issubclass(t, Exception):
@@ -640,7 +647,7 @@ class GraderSideCells:
             with contextlib.redirect_stdout(_Capped(self)), contextlib.redirect_stderr(_Capped(self)):
                 exec(code, self.ns)  # noqa: S102  (the instructor's test code, in the grader)
         except BaseException as e:  # noqa: BLE001  (every failure is the cell's error output)
-            if isinstance(e, (SystemExit, KeyboardInterrupt)) and not isinstance(e, CellTimeoutError):
+            if type(e) is KeyboardInterrupt:    # the grader's own interrupt
                 raise
             error = e
         finally:
@@ -661,7 +668,7 @@ class GraderSideCells:
             from ..grading import RECORD_MIME
             outputs.append({"output_type": "display_data", "data": {RECORD_MIME: r}, "metadata": {}})
         if error is not None:
-            ename = type(error).__name__
+            ename = "SystemExit" if isinstance(error, RemoteSystemExit) else type(error).__name__
             evalue = str(error)
             line = _test_line(error)
             outputs.append({"output_type": "error", "ename": ename, "evalue": evalue,
