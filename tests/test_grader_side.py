@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from solutions_lib import _remote as R
-from solutions_lib.course.grader_side import (CellTimeoutError, GraderSideCells, KernelDied, eligible,
-                                              loaded_names, stored_names)
+from solutions_lib.course.grader_side import GraderSideCells, eligible, loaded_names, stored_names
+from solutions_lib.course.remote_kernel import CellTimeoutError, KernelDied
 
 STUDENT = '''
 import numpy as np, torch, collections, time, os
@@ -210,7 +210,7 @@ def test_a_dead_kernel_fails_the_cell_with_a_reason(monkeypatch):
 
 
 def test_the_kernel_can_only_send_data_and_handles():
-    from solutions_lib.course.grader_side import RemoteKernel
+    from solutions_lib.course.remote_kernel import RemoteKernel
 
     k = RemoteKernel.__new__(RemoteKernel)
     k.handles, k.mirrors = {}, {}
