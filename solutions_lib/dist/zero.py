@@ -325,16 +325,28 @@ class ShardedOptimizer(torch.optim.Optimizer):
     is accepted and skipped, as torch's optimizers skip it: it stays in ``param_groups`` but is
     never sharded, communicated or updated. `state_dict`/`load_state_dict` save and restore this rank's
     shard (the same world size and partition are required).
+
+    ``max_norm`` (default None: no clipping): global-norm gradient clipping of the averaged
+    gradient, as ``torch.nn.utils.clip_grad_norm_(params, max_norm)`` before ``step`` on one
+    process: the 2-norm over all parameters' gradients is assembled from the ranks' shards with
+    one all-reduce of the squared partial norms (one scalar per rank, 4 or 8 bytes), every shard
+    is scaled by min(1, max_norm / (norm + 1e-6)), and the norm before clipping is kept in
+    ``last_grad_norm`` (a 0-dim tensor, what clip_grad_norm_ returns).
     """
 
     def __init__(self, params, optimizer_cls, stage: int = 1, *, partition: str = "auto",
-                 world_size: int | None = None, **kwargs):
+                 world_size: int | None = None, max_norm: float | None = None, **kwargs):
         if not (isinstance(optimizer_cls, type) and issubclass(optimizer_cls, torch.optim.Optimizer)):
             raise ValueError(f"optimizer_cls must be a torch.optim.Optimizer subclass, got {optimizer_cls!r}")
         if isinstance(stage, bool) or stage not in (1, 2):
             raise ValueError(f"stage must be 1 (optimizer state sharded) or 2 (and gradients), got {stage!r}")
         if partition not in ("auto", "flat", "params"):
             raise ValueError(f"partition must be 'auto', 'flat' or 'params', got {partition!r}")
+        if max_norm is not None and (isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real)
+                                     or not math.isfinite(max_norm) or max_norm <= 0):
+            raise ValueError(f"max_norm must be None (no clipping) or a finite number > 0, got {max_norm!r}")
+        self.max_norm = None if max_norm is None else float(max_norm)
+        self.last_grad_norm: torch.Tensor | None = None
         if partition == "auto":
             partition = "flat" if optimizer_cls.__name__ in _ELEMENTWISE and optimizer_cls.__module__.startswith(
                 "torch.optim") else "params"
@@ -478,6 +490,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
                 self.shard, device=self._device, dtype=self._dtype)
             self._grad_shard = None
         mine = mine.div_(self.world_size)
+        if self.max_norm is not None:
+            self._clip_(mine)
         for i, lo, hi, at, t in self._pieces:
             t.copy_(self._params[i].detach().reshape(-1)[lo:hi].view_as(t))   # the current values
             t.grad = mine[at:at + hi - lo].view_as(t)
@@ -499,6 +513,19 @@ class ShardedOptimizer(torch.optim.Optimizer):
                 self._params[i].detach().reshape(-1)[lo:hi].copy_(full[at:at + hi - lo])
                 at += hi - lo
         return loss
+
+    def _clip_(self, mine: torch.Tensor) -> None:
+        """Global-norm clipping of the averaged gradient, sharded: every rank squares and sums its
+        shard (padding entries are zeros), one all-reduce (SUM) of that scalar gives ||g||^2 over
+        all parameters, and each shard is scaled by min(1, max_norm / (||g|| + 1e-6)), as
+        torch.nn.utils.clip_grad_norm_ does. The norm (before clipping) is kept in
+        `last_grad_norm`, the value clip_grad_norm_ returns."""
+        sq = mine.pow(2).sum().reshape(1)
+        _quiet(dist.all_reduce, sq, op=dist.ReduceOp.SUM)
+        norm = sq.sqrt()[0]
+        coef = torch.clamp(self.max_norm / (norm + 1e-6), max=1.0)
+        mine.mul_(coef)
+        self.last_grad_norm = norm
 
     def state_bytes(self) -> int:
         """Bytes of the wrapped optimizer's tensor state on this rank (scalars left out)."""
