@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 from . import comms as _comms
 from . import compute as _compute
+from . import planner_terms as _pt
 from ._checks import count as _int
 from ._checks import positive_real as _pos
 
@@ -936,7 +937,7 @@ def _layout(layout, model):
     return d, t, p, c, int(z), layout["sp"]
 
 
-def layout_memory_per_rank(layout, model) -> dict:
+def layout_memory_per_rank(layout, model, *, chunks=1, recompute="selective", grad_bytes=2, vocab=None) -> dict:
     """Bytes per GPU of a (dp, tp, pp, cp) layout: {"states", "activations", "total"}.
 
     states: the rank's P_r = 12 h^2 (L/p) / t parameters at 16 bytes (2 weight + 2 gradient + 12
@@ -947,7 +948,13 @@ def layout_memory_per_rank(layout, model) -> dict:
         attention scores recomputed, 16-bit values, 1-byte dropout masks), times the L/p layers
         of a stage, times the micro-batches the first stage holds under 1F1B, min(p, m) with
         m = B / (d b) (`pipeline_peak_activations`). Context parallelism divides the sequence.
+    Keyword options (`planner_terms`; the defaults give the numbers above): `chunks` (interleaved
+    1F1B), `recompute`, `grad_bytes` (fp32 main gradients), `vocab` (embedding and LM head on the
+    first and last stage: the larger stage is reported, with a "stage" key).
     """
+    v, rc, g, V, _ = _pt.check_extras(chunks, recompute, grad_bytes, vocab)
+    if (v, rc, g, V) != (1, "selective", 2, None):
+        return _memory_extras(layout, model, v, rc, g, V)
     d, t, p, c, z, sp = _layout(layout, model)
     L, h, _, s, B, b = _model(model)
     P = 12.0 * h * h * (L // p) / t
@@ -957,6 +964,43 @@ def layout_memory_per_rank(layout, model) -> dict:
     m = B // (d * b)
     acts = (L // p) * min(p, m) * per_layer
     return {"states": states, "activations": acts, "total": states + acts}
+
+
+def _memory_extras(layout, model, v, rc, g, V) -> dict:
+    d, t, p, c, z, sp = _layout(layout, model)
+    L, h, a, s, B, b = _model(model)
+    l, m = L // p, B // (d * b)
+    whole, sharded = _pt.state_bytes_per_param(z, g)
+    per_layer = _pt.layer_activation_bytes(s / c, b, h, a, t, sp, rc)
+    if p > 1 and v > 1:
+        _check_interleaving(l, m, p, v)
+        held = [pipeline_peak_activations(p, m, "interleaved", v, stage=k) for k in (0, p - 1)]
+    else:
+        held = [float(min(p, m)), float(min(1, m)) if p > 1 else float(min(p, m))]
+    out = None
+    for k, (stage, n_held) in enumerate(zip(("first", "last"), held)):
+        P_r = 12.0 * h * h * l / t
+        logits = 0.0
+        if V is not None:
+            P_r += (V * h / t) * ((p == 1) + 1 if k == 0 else 1)
+            logits = 4.0 * (s / c) * b * V / t if (k == 1 or p == 1) else 0.0
+        states = P_r * whole + P_r * sharded / (d * c)
+        acts = l * n_held * per_layer + logits
+        row = {"states": states, "activations": acts, "total": states + acts}
+        if V is not None:
+            row["stage"] = stage
+        if out is None or row["total"] > out["total"]:
+            out = row
+        if p == 1:
+            break
+    return out
+
+
+def _check_interleaving(l, m, p, v):
+    if l % v:
+        raise ValueError(f"chunks={v} must divide the {l} layers of a stage")
+    if m % p:
+        raise ValueError(f"the interleaved schedule needs micro-batches m={m} to be a multiple of pp={p}")
 
 
 def _cluster(cluster):
@@ -1003,9 +1047,10 @@ def _dp_time(d, m, z, nbytes, link, reshard_after_forward=True) -> float:
     return m * (half + half + (half if reshard_after_forward else 0.0))   # gather(s) + reduce-scatter per micro-batch
 
 
-def layout_step_time(layout, model, cluster, reshard_after_forward=True) -> dict:
-    """Seconds of one optimizer step of a (dp, tp, pp) layout (cp must be 1): {"compute", "tp",
-    "pp", "bubble", "dp", "total"}, total = the sum of the other five.
+def layout_step_time(layout, model, cluster, reshard_after_forward=True, *, chunks=1, recompute="selective",
+                     grad_bytes=2, vocab=None, order=_pt.DEFAULT_ORDER) -> dict:
+    """Seconds of one optimizer step of a (dp, tp, pp) layout (cp > 1: see the keyword options):
+    {"compute", "tp", "pp", "bubble", "dp", "total"}, total = the sum of the other five.
 
     With l = L/p layers per stage, m = B/(d b) micro-batches, T = b s tokens per micro-batch,
     e = 2 bytes and AR(n, S, link) = 2 (n-1) alpha + 2 (n-1)/n S / bandwidth (ring all-reduce):
@@ -1032,7 +1077,15 @@ def layout_step_time(layout, model, cluster, reshard_after_forward=True) -> dict
     total = (m + p - 1)(t_c + t_tp + t_pp) + t_dp. tp must divide G (a TP group stays in a node)
     and d t p must equal N. Nothing overlaps except what the pipeline overlaps: a pessimistic
     model (Narayanan et al. 2021 overlap some of it; sec. 4).
+    Keyword options (`planner_terms`; the defaults give the numbers above): `chunks` v (slot
+    t_c + t_tp + v t_pp + t_cp, bubble (p-1)/v slots), `recompute`, `grad_bytes`, `vocab` (the
+    last stage's LM head paces every slot), `order` (the rank order sets each axis's link), and
+    cp > 1 in the layout (s/c tokens per rank, exposed ring-attention time, key "cp").
     """
+    v, rc, g, V, order = _pt.check_extras(chunks, recompute, grad_bytes, vocab, order)
+    if (v, rc, g, V, order) != (1, "selective", 2, None, _pt.DEFAULT_ORDER) or (
+            isinstance(layout, dict) and layout.get("cp", 1) != 1):
+        return _step_time_extras(layout, model, cluster, reshard_after_forward, v, rc, g, V, order)
     d, t, p, c, z, sp = _layout(layout, model)
     L, h, _, s, B, b = _model(model)
     N, G, F, _, intra, inter = _cluster(cluster)
@@ -1057,27 +1110,69 @@ def layout_step_time(layout, model, cluster, reshard_after_forward=True) -> dict
             "total": (m + p - 1) * slot + t_dp}
 
 
-def candidate_layouts(model, cluster, zero=1, sp=True) -> list[dict]:
-    """Every layout the planner considers: t a divisor of gpus_per_node that divides heads and
-    hidden, p a divisor of layers, d = N / (t p) whole, B a multiple of d b; cp = 1. Ordered by
-    (tp, pp)."""
+def _step_time_extras(layout, model, cluster, reshard_after_forward, v, rc, g, V, order) -> dict:
+    d, t, p, c, z, sp = _layout(layout, model)
     L, h, a, s, B, b = _model(model)
-    N, G, *_ = _cluster(cluster)
-    out = []
-    for t in range(1, G + 1):
-        if G % t or a % t or h % t:
-            continue
-        for p in range(1, L + 1):
-            if L % p or N % (t * p):
-                continue
-            d = N // (t * p)
-            if B % (d * b):
-                continue
-            out.append(make_layout(d, t, p, 1, zero, sp))
+    N, G, F, _, intra, inter = _cluster(cluster)
+    if d * t * p * c != N:
+        raise ValueError(f"dp x tp x pp x cp = {d * t * p * c} must equal n_gpus={N}")
+    if G % t:
+        raise ValueError(f"tp={t} must divide gpus_per_node={G}")
+    if not isinstance(reshard_after_forward, bool):
+        raise ValueError(f"reshard_after_forward must be True or False, got {reshard_after_forward!r}")
+    e = 2.0
+    l, m, T = L // p, B // (d * b), b * s
+    v = v if p > 1 else 1
+    if v > 1:
+        _check_interleaving(l, m, p, v)
+    full = rc == "full"
+    link = _pt.axis_links(order, {"tp": t, "cp": c, "dp": d, "pp": p}, N, G, intra, inter)
+    t_c = 72.0 * h * h * l * T / (t * c * F) * (4.0 / 3.0 if full else 1.0)
+    t_head = 6.0 * V * h * T / (t * c * F) if V is not None else 0.0
+    t_tp = 4 * l * _ring_allreduce(t, T * h * e / c, link["tp"]) * (1.5 if full else 1.0) if t > 1 else 0.0
+    t_pp = 2 * (link["pp"][0] + T * h * e / c / link["pp"][1]) if p > 1 else 0.0
+    t_cp = l * _pt.cp_exposed_time(c, s, b, h, t, e, link["cp"], F, full)
+    n_par = 12.0 * h * h * l / t + (V * h / t * (2 if p == 1 else 1) if V is not None else 0.0)
+    # the gradient group is the d c ranks that hold the same weights: inter-node if either axis is
+    dp_link = link["cp"] if (c > 1 and link["cp"] == inter) else link["dp"]
+    t_dp = _pt.dp_time(d * c, m, z, n_par * e, n_par * g, dp_link, reshard_after_forward)
+    slot = t_c + t_head + t_tp + v * t_pp + t_cp
+    out = {"compute": m * (t_c + t_head), "tp": m * t_tp, "pp": m * v * t_pp, "bubble": (p - 1) * slot / v,
+           "dp": t_dp, "total": (m * v + p - 1) * slot / v + t_dp}
+    if c > 1:
+        out["cp"] = m * t_cp
     return out
 
 
-def best_layout(model, cluster, zero=1, sp=True, reshard_after_forward=True):
+def candidate_layouts(model, cluster, zero=1, sp=True, *, cp=(1,)) -> list[dict]:
+    """Every layout the planner considers: t a divisor of gpus_per_node that divides heads and
+    hidden, p a divisor of layers, d = N / (t p) whole, B a multiple of d b; cp = 1. Ordered by
+    (tp, pp). `cp`: the context-parallel degrees to try (each must divide seq_len; d = N/(t p c);
+    ordered by (cp, tp, pp)), default (1,)."""
+    L, h, a, s, B, b = _model(model)
+    N, G, *_ = _cluster(cluster)
+    cps = tuple(cp)
+    if not cps or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in cps):
+        raise ValueError(f"cp must be a non-empty sequence of ints >= 1, got {cp!r}")
+    out = []
+    for c in sorted(set(cps)):
+        if s % c:
+            continue
+        for t in range(1, G + 1):
+            if G % t or a % t or h % t:
+                continue
+            for p in range(1, L + 1):
+                if L % p or N % (t * p * c):
+                    continue
+                d = N // (t * p * c)
+                if B % (d * b):
+                    continue
+                out.append(make_layout(d, t, p, c, zero, sp))
+    return out
+
+
+def best_layout(model, cluster, zero=1, sp=True, reshard_after_forward=True, *, chunks=1, recompute="selective",
+                grad_bytes=2, vocab=None, order=_pt.DEFAULT_ORDER, cp=(1,)):
     """The fastest layout that fits: among `candidate_layouts`, those whose
     `layout_memory_per_rank` total (plus the stage's gathered 16-bit weights, 2 P_r bytes with
     P_r = 12 h^2 (L/p) / t, when zero = 3 keeps them from forward to backward,
@@ -1088,7 +1183,13 @@ def best_layout(model, cluster, zero=1, sp=True, reshard_after_forward=True):
     The model behind it is the one of Narayanan et al. 2021 (sec. 3): TP within a node (its
     all-reduces sit on the critical path, so they need NVLink), PP across nodes (point to point,
     small) at the cost of the bubble (p-1)/(m+p-1), DP for the rest (one all-reduce per step).
+    Keyword options (`planner_terms`, defaults = the model above): `chunks`, `recompute`,
+    `grad_bytes`, `vocab`, `order` go to `layout_memory_per_rank`/`layout_step_time`; `cp` the
+    context-parallel degrees to try (`candidate_layouts`). With chunks = v > 1 a layout with
+    p > 1 whose stage layers or micro-batches v / p do not divide is skipped.
     """
+    v, rc, g, V, order = _pt.check_extras(chunks, recompute, grad_bytes, vocab, order)
+    mem_kw = dict(chunks=v, recompute=rc, grad_bytes=g, vocab=V)
     z = zero
     if isinstance(z, bool) or z not in (0, 1, 2, 3):
         raise ValueError(f"zero must be 0, 1, 2 or 3, got {z!r}")
@@ -1099,11 +1200,15 @@ def best_layout(model, cluster, zero=1, sp=True, reshard_after_forward=True):
     _, _, _, M, _, _ = _cluster(cluster)
     L, h = model["layers"], model["hidden"]
     best, key = None, None
-    for lay in candidate_layouts(model, cluster, zero, sp):
-        held = 2.0 * 12 * h * h * (L // lay["pp"]) / lay["tp"] if (z == 3 and not reshard_after_forward) else 0.0
-        if layout_memory_per_rank(lay, model)["total"] + held > M:
+    B, b = model["global_batch"], model["micro_batch"]
+    for lay in candidate_layouts(model, cluster, zero, sp, cp=cp):
+        if v > 1 and lay["pp"] > 1 and ((L // lay["pp"]) % v or (B // (lay["dp"] * b)) % lay["pp"]):
             continue
-        k = (layout_step_time(lay, model, cluster, reshard_after_forward)["total"], lay["tp"], lay["pp"])
+        held = 2.0 * 12 * h * h * (L // lay["pp"]) / lay["tp"] if (z == 3 and not reshard_after_forward) else 0.0
+        if layout_memory_per_rank(lay, model, **mem_kw)["total"] + held > M:
+            continue
+        k = (layout_step_time(lay, model, cluster, reshard_after_forward, order=order, **mem_kw)["total"],
+             lay["tp"], lay["pp"], lay["cp"])
         if key is None or k < key:
             best, key = lay, k
     return best
