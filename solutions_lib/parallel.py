@@ -970,8 +970,8 @@ def _memory_extras(layout, model, v, rc, g, V) -> dict:
     d, t, p, c, z, sp = _layout(layout, model)
     L, h, a, s, B, b = _model(model)
     l, m = L // p, B // (d * b)
-    whole, sharded = _pt.state_bytes_per_param(z, g)
-    per_layer = _pt.layer_activation_bytes(s / c, b, h, a, t, sp, rc)
+    whole, sharded = _pt._state_bytes_per_param(z, g)
+    per_layer = _pt._layer_activation_bytes(s / c, b, h, a, t, sp, rc)
     if p > 1 and v > 1:
         _check_interleaving(l, m, p, v)
         held = [pipeline_peak_activations(p, m, "interleaved", v, stage=k) for k in (0, p - 1)]
@@ -1126,16 +1126,16 @@ def _step_time_extras(layout, model, cluster, reshard_after_forward, v, rc, g, V
     if v > 1:
         _check_interleaving(l, m, p, v)
     full = rc == "full"
-    link = _pt.axis_links(order, {"tp": t, "cp": c, "dp": d, "pp": p}, N, G, intra, inter)
+    link = _pt._axis_links(order, {"tp": t, "cp": c, "dp": d, "pp": p}, N, G, intra, inter)
     t_c = 72.0 * h * h * l * T / (t * c * F) * (4.0 / 3.0 if full else 1.0)
     t_head = 6.0 * V * h * T / (t * c * F) if V is not None else 0.0
     t_tp = 4 * l * _ring_allreduce(t, T * h * e / c, link["tp"]) * (1.5 if full else 1.0) if t > 1 else 0.0
     t_pp = 2 * (link["pp"][0] + T * h * e / c / link["pp"][1]) if p > 1 else 0.0
-    t_cp = l * _pt.cp_exposed_time(c, s, b, h, t, e, link["cp"], F, full)
+    t_cp = l * _pt._cp_exposed_time(c, s, b, h, t, e, link["cp"], F, full)
     n_par = 12.0 * h * h * l / t + (V * h / t * (2 if p == 1 else 1) if V is not None else 0.0)
     # the gradient group is the d c ranks that hold the same weights: inter-node if either axis is
     dp_link = link["cp"] if (c > 1 and link["cp"] == inter) else link["dp"]
-    t_dp = _pt.dp_time(d * c, m, z, n_par * e, n_par * g, dp_link, reshard_after_forward)
+    t_dp = _pt._dp_time(d * c, m, z, n_par * e, n_par * g, dp_link, reshard_after_forward)
     slot = t_c + t_head + t_tp + v * t_pp + t_cp
     out = {"compute": m * (t_c + t_head), "tp": m * t_tp, "pp": m * v * t_pp, "bubble": (p - 1) * slot / v,
            "dp": t_dp, "total": (m * v + p - 1) * slot / v + t_dp}

@@ -43,8 +43,7 @@ from __future__ import annotations
 
 from . import memory as _memory
 
-__all__ = ["DEFAULT_ORDER", "RECOMPUTE", "check_extras", "layer_activation_bytes", "state_bytes_per_param",
-           "axis_links", "cp_exposed_time", "dp_time", "bench_planner_extras"]
+__all__ = ["DEFAULT_ORDER", "RECOMPUTE", "check_extras", "bench_planner_extras"]
 
 DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
 RECOMPUTE = ("none", "selective", "full")
@@ -68,7 +67,7 @@ def check_extras(chunks=1, recompute="selective", grad_bytes=2, vocab=None, orde
     return chunks, recompute, grad_bytes, vocab, order
 
 
-def layer_activation_bytes(s_local, b, h, a, t, sp, recompute) -> float:
+def _layer_activation_bytes(s_local, b, h, a, t, sp, recompute) -> float:
     """Bytes one layer keeps per micro-batch (Korthikanti et al. 2022, Table 2); "selective" is
     the planner's original expression, the others `memory.activation_bytes_per_layer`."""
     if recompute == "selective":
@@ -77,7 +76,7 @@ def layer_activation_bytes(s_local, b, h, a, t, sp, recompute) -> float:
                                                     recompute=recompute))
 
 
-def state_bytes_per_param(z, grad_bytes=2):
+def _state_bytes_per_param(z, grad_bytes=2):
     """(unsharded, sharded) bytes per parameter under ZeRO stage z: 2 + g + 12 in all."""
     g = float(grad_bytes)
     total = 14.0 + g
@@ -85,7 +84,7 @@ def state_bytes_per_param(z, grad_bytes=2):
     return total - sharded, sharded
 
 
-def axis_links(order, degrees, N, G, intra, inter) -> dict:
+def _axis_links(order, degrees, N, G, intra, inter) -> dict:
     """{axis: link} for the rank order `order` (innermost first) and `degrees` {axis: n}."""
     out, k = {}, 1
     for i, axis in enumerate(order):
@@ -96,7 +95,7 @@ def axis_links(order, degrees, N, G, intra, inter) -> dict:
     return out
 
 
-def cp_exposed_time(c, s, b, h, t, e, link, flops, full_recompute=False) -> float:
+def _cp_exposed_time(c, s, b, h, t, e, link, flops, full_recompute=False) -> float:
     """Exposed seconds of ring attention for one layer and one micro-batch on a context-parallel
     group of c ranks (see the module docstring). 0 when c == 1."""
     if c == 1:
@@ -110,7 +109,7 @@ def cp_exposed_time(c, s, b, h, t, e, link, flops, full_recompute=False) -> floa
     return (2 if full_recompute else 1) * fwd + (c - 1) * max(0.0, bwd_c - bwd_a) + fwd_c
 
 
-def dp_time(d, m, z, s_w, s_g, link, reshard_after_forward=True) -> float:
+def _dp_time(d, m, z, s_w, s_g, link, reshard_after_forward=True) -> float:
     """Data-parallel seconds per step: H(n, S) = (n-1) alpha + (n-1)/n S / bw (ring RS or AG);
     ZeRO-0: 2 H(S_g) (all-reduce); ZeRO-1: H(S_g) + H(S_w); ZeRO-2: m H(S_g) + H(S_w);
     ZeRO-3: m (H(S_w) + H(S_g) + H(S_w) if reshard_after_forward). S_g = S_w: the original model."""

@@ -83,6 +83,7 @@ def test_interleaved_bubble_against_the_simulator(p, v):
     sim = P.simulate_pipeline(p, m, "interleaved", chunks=v, t_fwd=1, t_bwd=2)
     assert got["bubble"] / (got["total"] - got["dp"]) == pytest.approx(sim.idle_fraction, rel=1e-12)
     assert sim.idle_fraction == pytest.approx((p - 1) / (v * m + p - 1), rel=1e-12)
+    assert sim.idle_fraction == pytest.approx(P.pipeline_bubble_fraction(p, m, "interleaved", v), rel=1e-12)
     t_pp = base["pp"] / m
     slot = base["compute"] / m + base["tp"] / m + v * t_pp          # v times the p2p messages
     assert got["pp"] == pytest.approx(v * base["pp"], rel=1e-12)
