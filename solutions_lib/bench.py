@@ -234,6 +234,22 @@ def gqa(out=print) -> bool:
     return bench_gqa_varlen(out=out)
 
 
+def dedup(out=print) -> bool:
+    """08 B4: exact-substring deduplication on the course's docstrings for k = 3..50, and the
+    reference against the brute-force definition."""
+    from .probes_dedup import bench_exact_substring
+
+    return bench_exact_substring(out=out)
+
+
+def planner(out=print) -> bool:
+    """The layout planner's options (interleaving, recompute, fp32 main grads, embedding and head,
+    context parallelism, rank order): how the best layout of the course's examples moves."""
+    from .planner_terms import bench_planner_extras
+
+    return bench_planner_extras(out=out)
+
+
 def notebooks(out=print, assignments=None, only=None) -> bool:
     """Seconds per solved source notebook, top to bottom in a plain kernel, with the slowest cells,
     against the budget (30 s each, 6 min for the course; course_times.py). Minutes: ask by name."""
@@ -250,7 +266,7 @@ def prose(out=print) -> bool:
 
 
 BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel,
-           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose, "gqa": gqa, "notebooks": notebooks,
+           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose, "gqa": gqa, "notebooks": notebooks, "dedup": dedup, "planner": planner,
            "published": published, "capstone": capstone}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 

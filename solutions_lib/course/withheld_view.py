@@ -48,8 +48,11 @@ WITHHELD: dict[str, tuple[str, ...]] = {
     "cost": ("TrainingCostEstimator",),
     "data": ("choose_bands", "corpus_tokens", "epochs", "exact_duplicates", "filter_corpus", "first_step_detected",
              "jaccard", "lsh_candidate_pairs", "lsh_candidate_probability", "minhash_signature", "ngram_overlap",
-             "pack_documents", "pack_sequences", "packing_utilization", "quality_flags", "token_budget"),
+             "drop_spans", "pack_documents", "pack_sequences", "packing_utilization", "quality_flags",
+             "repeated_spans", "token_budget"),
     # not debugging.clip_grad_norm: the kit's train_small/resume_matches (which 09's answers may use) clip with it
+    # the planner's option terms: pieces of the withheld planner answers (parallel.layout_*)
+    "planner_terms": ("_cp_exposed_time", "_dp_time", "_layer_activation_bytes", "_state_bytes_per_param"),
     "debugging": ("causal_mask_problems", "label_shift_problems", "padding_mask_problems", "run_launch_checklist"),
     "dist.expert_parallel": ("ep_moe",),
     "dist.fsdp": ("FSDP",),
