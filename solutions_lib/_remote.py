@@ -35,6 +35,7 @@ _SIGNATURES: dict[int, tuple] = {}   # mirror id -> signature after the last syn
 _STATES: dict[int, object] = {}      # state id -> the kernel's copy of a grader nn.Module
 _STATE_OF: dict[int, int] = {}       # id(copy) -> state id
 _SWAPS: list[dict] = []              # names swapped by upstream.swapped in a grader-side cell
+_WATCHES: dict[int, list] = {}       # watch id -> the forbidden objects of a no_delegation block
 _MISSING = object()
 
 
@@ -437,7 +438,10 @@ def _run(fn, watch):
         except (Exception, SystemExit) as e:  # noqa: BLE001  (the grader sees it as the call's exception)
             return None, e, None
     from . import grading
-    forbidden = [_decode_in(f) for f in watch.get("forbidden", [])]
+    key = int(watch.get("id", 0))
+    if "forbidden" in watch or key not in _WATCHES:
+        _WATCHES[key] = [_decode_in(f) for f in watch.get("forbidden", [])]
+    forbidden = _WATCHES[key]
     box = {}
     try:
         with grading.no_delegation(str(watch.get("task", "")), *forbidden):
@@ -462,7 +466,7 @@ def _op(req: dict):
                 del _HANDLE_OF[id(obj)]
         return None
     if op == "reset":     # a new notebook's grader: nothing of an earlier one is reachable
-        for table in (_HANDLES, _HANDLE_OF, _MIRRORS, _MIRROR_OF, _SIGNATURES, _STATES, _STATE_OF):
+        for table in (_HANDLES, _HANDLE_OF, _MIRRORS, _MIRROR_OF, _SIGNATURES, _STATES, _STATE_OF, _WATCHES):
             table.clear()
         return None
     if op == "swap":

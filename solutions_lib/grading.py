@@ -662,6 +662,22 @@ def _trusted_roots() -> tuple[str, ...]:
     return tuple(r.rstrip("/") + "/" for r in roots)
 
 
+_INSTALLED_FILES: dict[tuple[str, tuple], bool] = {}
+
+
+def _installed_file(fname: str, roots: tuple) -> bool:
+    """Whether `fname` is a file under one of `roots` (remembered: the kernel's own threads sit
+    in the same few installed files at every check; a file that appears later is still foreign)."""
+    key = (fname, roots)
+    found = _INSTALLED_FILES.get(key)
+    if found is None:
+        real = os.path.realpath(fname) if fname.startswith("/") else fname
+        found = real.startswith(roots) and os.path.isfile(real)
+        if found:
+            _INSTALLED_FILES[key] = True   # only a positive answer is kept
+    return found
+
+
 def _foreign_thread(codes: dict, resolve) -> str | None:
     """A description of another live thread that runs code not installed with Python, its
     packages or solutions_lib (code from a notebook cell, `exec`, a temp file), or forbidden
@@ -675,10 +691,9 @@ def _foreign_thread(codes: dict, resolve) -> str | None:
         while frame is not None and depth < 200:
             code = frame.f_code
             fname = code.co_filename
-            real = os.path.realpath(fname) if fname.startswith("/") else fname
             if codes.get(code) or (resolve is not None and resolve(fname)):
                 return "a background thread calling the reference"
-            if not real.startswith(roots) or not os.path.isfile(real):
+            if not _installed_file(fname, roots):
                 return f"a background thread started by your code ({code.co_name} in {fname})"
             frame = frame.f_back
             depth += 1

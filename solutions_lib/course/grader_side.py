@@ -45,6 +45,10 @@ from .remote_kernel import RemoteKernel, RemoteSystemExit
 
 #: Printed output a grader-side cell keeps.
 OUTPUT_BYTES = 256 * 2**10
+#: Requests to the kernel a cell may make in the trusted run and still run grader-side (each
+#: costs about 2-5 ms: a test that calls the student's function at every one of a million steps
+#: runs in the kernel instead). Students' runs have no such limit, only the cell's time limit.
+TRUSTED_REQUESTS = 5000
 
 #: Source that makes a test cell a *beside* cell: it needs something that happens inside the
 #: student's process (a hook, a profiler, a probe, a timing, the lab's ranks, a globals() swap).
@@ -119,7 +123,8 @@ def _grading_shim(kernel: RemoteKernel):
 
     @contextlib.contextmanager
     def no_delegation(task: str, *forbidden):
-        spec = {"task": str(task), "forbidden": [kernel.encode(f) for f in forbidden]}
+        kernel.next_watch += 1
+        spec = {"id": kernel.next_watch, "task": str(task), "forbidden": [kernel.encode(f) for f in forbidden]}
         watch = {"spec": spec, "problems": []}
         kernel.watches.append(watch)
         try:
@@ -245,6 +250,8 @@ class GraderSideCells:
         records: list[dict] = []
         error = None
         self.kernel.deadline = time.monotonic() + self.timeout
+        self.kernel.requests = 0
+        self.kernel.budget = TRUSTED_REQUESTS if os.environ.get("TAS_TRUSTED_RUN") == "1" else None
         G.RECORD_SINK["records"] = records
         try:
             if not self._reset:
