@@ -469,6 +469,11 @@ def _op(req: dict):
         for table in (_HANDLES, _HANDLE_OF, _MIRRORS, _MIRROR_OF, _SIGNATURES, _STATES, _STATE_OF, _WATCHES):
             table.clear()
         return None
+    if op == "seed":      # the test seeded a global generator: the student's code sees the same seed
+        import importlib
+        lib = {"torch": "torch", "numpy": "numpy.random", "random": "random"}[str(req["lib"])]
+        getattr(importlib.import_module(lib), "manual_seed" if lib == "torch" else "seed")(int(req["value"]))
+        return None
     if op == "swap":
         ns = _user_ns()
         names = {str(k): _decode_in(v) for k, v in req["names"].items()}
@@ -543,7 +548,7 @@ def serve(request_b64: str) -> None:
         for rid, payload in (req.get("sync") or {}).items():
             _decode_in({"t": "mirror", "id": int(rid), "p": payload})
         work = _op(req)
-        if callable(work) and req["op"] not in ("resolve", "forget", "own", "swap", "unswap", "lookup", "reset"):
+        if callable(work) and req["op"] not in ("resolve", "forget", "own", "swap", "unswap", "lookup", "reset", "seed"):
             result, exc, problem = _run(work, req.get("watch"))
         else:
             result, exc, problem = work, None, None

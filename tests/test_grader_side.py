@@ -267,3 +267,17 @@ def test_an_argparse_exit_is_an_exception_of_the_cell(cells, kernel):
                                     "parse(['--amp', 'fp8'])\n")
     assert [r["kind"] for r in records] == ["raises"]
     assert errors and errors[0][0] == "SystemExit"      # the cell's error; the grader did not exit
+
+
+def test_a_seed_the_test_sets_reaches_the_students_code(cells, kernel):
+    from jupyter_client.blocking import BlockingKernelClient
+    kc = BlockingKernelClient()
+    kc.load_connection_info(kernel.get_connection_info())
+    kc.start_channels()
+    kc.execute_interactive("def init(n):\n    return torch.randn(n)\ndef npinit(n):\n    return np.random.rand(n)\n", timeout=30)
+    kc.stop_channels()
+    _, errors, text = run(cells, "import torch, numpy as np\n"
+                                 "torch.manual_seed(5); a = init(3); torch.manual_seed(5); b = torch.randn(3)\n"
+                                 "np.random.seed(7); c = npinit(2); np.random.seed(7); d = np.random.rand(2)\n"
+                                 "print('seeded', torch.equal(a, b), bool((c == d).all()))\n")
+    assert errors == [] and "seeded True True" in text

@@ -238,6 +238,34 @@ class GraderSideCells:
     def close(self) -> None:
         self.kernel.close()
 
+    @contextlib.contextmanager
+    def _seeds_reach_the_kernel(self):
+        """While a cell runs, `torch.manual_seed(s)`, `np.random.seed(s)` and `random.seed(s)`
+        seed the kernel's global generator too, as they would if the cell ran there."""
+        import random
+
+        import numpy as np
+        import torch
+
+        patched = []
+        for lib, mod, name in (("torch", torch, "manual_seed"), ("numpy", np.random, "seed"), ("random", random, "seed")):
+            orig = getattr(mod, name)
+
+            def seeded(*args, _orig=orig, _lib=lib, **kwargs):
+                out = _orig(*args, **kwargs)
+                value = args[0] if args else kwargs.get("seed", kwargs.get("a"))
+                if isinstance(value, int) and not isinstance(value, bool):
+                    self.kernel.request({"op": "seed", "lib": _lib, "value": int(value)})
+                return out
+
+            setattr(mod, name, seeded)
+            patched.append((mod, name, orig))
+        try:
+            yield
+        finally:
+            for mod, name, orig in patched:
+                setattr(mod, name, orig)
+
     def _stream(self, text: str) -> None:
         if self.out.tell() < OUTPUT_BYTES:
             self.out.write(text[: OUTPUT_BYTES - self.out.tell()])
@@ -267,7 +295,8 @@ class GraderSideCells:
                     else:
                         self.ns.pop(n, None)
             code = compile(source, "<test cell>", "exec")
-            with contextlib.redirect_stdout(_Capped(self)), contextlib.redirect_stderr(_Capped(self)):
+            with contextlib.redirect_stdout(_Capped(self)), contextlib.redirect_stderr(_Capped(self)), \
+                    self._seeds_reach_the_kernel():
                 exec(code, self.ns)  # noqa: S102  (the instructor's test code, in the grader)
         except BaseException as e:  # noqa: BLE001  (every failure is the cell's error output)
             if type(e) is KeyboardInterrupt:    # the grader's own interrupt
