@@ -339,39 +339,13 @@ class RemoteKernel:
         code = f"__import__('solutions_lib._remote', fromlist=['serve']).serve('{b64}')"
         if time.monotonic() >= self.deadline:
             raise CellTimeoutError("the cell ran past the grader's time limit")
-        msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False, stop_on_error=False)
         reply, error = None, None
-        while True:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                self.interrupt()
-                raise CellTimeoutError("your code ran past the grader's time limit for this cell")
-            try:
-                msg = self.kc.get_iopub_msg(timeout=min(left, 2.0))
-            except queue.Empty:
-                if not self.kc.is_alive():
-                    raise KernelDied("your notebook's kernel died while the grader was calling your code "
-                                     "(out of memory, or the process was killed)") from None
-                continue
-            if (msg.get("parent_header") or {}).get("msg_id") != msg_id:
-                continue
-            kind, content = msg.get("msg_type"), msg.get("content") or {}
-            if kind == "display_data" and R.MIME in (content.get("data") or {}):
-                reply = content["data"][R.MIME]
-            elif kind == "stream" and self.on_stream is not None:
-                self.on_stream(str(content.get("text", "")))
-            elif kind == "error":
-                error = content
-            elif kind == "status" and content.get("execution_state") == "idle":
-                break
-        while True:   # the shell reply (it may trail the idle status)
-            left = max(self.deadline - time.monotonic(), 1.0)
-            try:
-                msg = self.kc.get_shell_msg(timeout=min(left, 60))
-            except queue.Empty:
-                break
-            if (msg.get("parent_header") or {}).get("msg_id") == msg_id:
-                break
+        for attempt in range(2):
+            msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False, stop_on_error=False)
+            status = self._wait(msg_id, collect := {})
+            reply, error = collect.get("reply"), collect.get("error")
+            if status != "aborted":
+                break   # an aborted request (the kernel was aborting after an error) never ran: send it again
         if not isinstance(reply, dict):
             if error is not None:
                 raise remote_exception({"type": error.get("ename", "Exception"), "builtin": error.get("ename") in
@@ -394,6 +368,58 @@ class RemoteKernel:
                     pass   # a name the test may not take from the kernel stays unbound
             return found
         return self.decode(ok)
+
+    def _wait(self, msg_id: str, collect: dict) -> str:
+        """Read the kernel's messages for request `msg_id` until its output is complete (the idle
+        status, or 2 s after the shell reply when the status never comes); returns the reply's
+        status ("ok", "error", "aborted" or "" when none came)."""
+        status, grace = "", None
+        while True:
+            now = time.monotonic()
+            if now >= self.deadline:
+                self.interrupt()
+                raise CellTimeoutError("your code ran past the grader's time limit for this cell")
+            if grace is not None and now >= grace:
+                return status
+            if not status:
+                try:
+                    while self.kc.shell_channel.msg_ready():
+                        m = self.kc.get_shell_msg(timeout=0)
+                        if (m.get("parent_header") or {}).get("msg_id") == msg_id:
+                            status = str((m.get("content") or {}).get("status", "ok"))
+                            grace = time.monotonic() + 2.0
+                            if status == "aborted":
+                                return status
+                except queue.Empty:
+                    pass
+            try:
+                msg = self.kc.get_iopub_msg(timeout=min(self.deadline - now, 0.2))
+            except queue.Empty:
+                if not status and not self.kc.is_alive():
+                    raise KernelDied("your notebook's kernel died while the grader was calling your code "
+                                     "(out of memory, or the process was killed)") from None
+                continue
+            if (msg.get("parent_header") or {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg.get("msg_type"), msg.get("content") or {}
+            if kind == "display_data" and R.MIME in (content.get("data") or {}):
+                collect["reply"] = content["data"][R.MIME]
+            elif kind == "stream" and self.on_stream is not None:
+                self.on_stream(str(content.get("text", "")))
+            elif kind == "error":
+                collect["error"] = content
+            elif kind == "status" and content.get("execution_state") == "idle":
+                if not status:   # the shell reply trails the idle status: take it now
+                    t_end = time.monotonic() + max(min(self.deadline - time.monotonic(), 60), 1)
+                    while time.monotonic() < t_end:
+                        try:
+                            m = self.kc.get_shell_msg(timeout=1)
+                        except queue.Empty:
+                            continue
+                        if (m.get("parent_header") or {}).get("msg_id") == msg_id:
+                            status = str((m.get("content") or {}).get("status", "ok"))
+                            break
+                return status or "ok"
 
     def interrupt(self) -> None:
         """Stop what the kernel runs (an interrupt request on the control channel)."""
