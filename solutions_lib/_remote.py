@@ -567,9 +567,11 @@ def serve(request_b64: str) -> None:
             reply["ok"] = {"t": "names", "v": out}
         else:
             reply["ok"] = _encode_out(result)
-    except Exception as e:  # noqa: BLE001  (a malformed request, a value that cannot travel)
+    except BaseException as e:  # noqa: BLE001  (a malformed request, a value that cannot travel: always answer)
+        import traceback
+        where = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-3))[-1500:]
         reply["error"] = {"type": type(e).__name__, "builtin": type(e).__module__ == "builtins",
-                          "message": str(e)[:4000]}
+                          "message": f"{e}"[:4000], "where": where}
     try:
         reply["sync"] = _changed_mirrors()
     except Exception as e:  # noqa: BLE001

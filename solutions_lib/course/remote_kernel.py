@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import builtins
 import json
+import os
 import queue
 import sys
 import time
@@ -339,7 +340,10 @@ class RemoteKernel:
         code = f"__import__('solutions_lib._remote', fromlist=['serve']).serve('{b64}')"
         if time.monotonic() >= self.deadline:
             raise CellTimeoutError("the cell ran past the grader's time limit")
+        self.drain()
         reply, error = None, None
+        if os.environ.get("TAS_GRADER_SIDE_DEBUG"):
+            print(f"[grader-side] {req['op']} {req.get('name', '')}", file=sys.__stderr__, flush=True)
         for attempt in range(2):
             msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False, stop_on_error=False)
             status = self._wait(msg_id, collect := {})
@@ -350,13 +354,17 @@ class RemoteKernel:
             if error is not None:
                 raise remote_exception({"type": error.get("ename", "Exception"), "builtin": error.get("ename") in
                                         dir(builtins), "message": error.get("evalue", "")})
-            raise RemoteError("your kernel did not answer the grader's request (was solutions_lib._remote replaced?)")
+            raise RemoteError(f"your kernel did not answer the grader's request ({req['op']} "
+                              f"{req.get('name', '')}; was solutions_lib._remote replaced?)".replace(" ;", ";"))
         if len(json.dumps(reply)) > REPLY_BYTES:
             raise R.RemoteDataError(f"a reply from your kernel over {REPLY_BYTES // 2**20} MiB")
         self._incoming_sync(reply.get("sync"))
         if reply.get("delegation") and self.watches:
             self.watches[-1]["problems"].append(str(reply["delegation"])[:2000])
         if "error" in reply:
+            if os.environ.get("TAS_GRADER_SIDE_DEBUG") and isinstance(reply["error"], dict):
+                print(f"[grader-side] {req['op']} raised in the kernel: {reply['error'].get('where', '')}",
+                      file=sys.__stderr__, flush=True)
             raise remote_exception(reply["error"] if isinstance(reply["error"], dict) else {})
         ok = reply.get("ok")
         if isinstance(ok, dict) and ok.get("t") == "names":
@@ -368,6 +376,18 @@ class RemoteKernel:
                     pass   # a name the test may not take from the kernel stays unbound
             return found
         return self.decode(ok)
+
+    def drain(self) -> None:
+        """Drop what this client's queues hold from the cells the kernel ran meanwhile: a queue
+        left full (a cell that publishes thousands of messages) would drop the next replies."""
+        for channel in (self.kc.iopub_channel, self.kc.shell_channel):
+            for _ in range(1_000_000):
+                try:
+                    if not channel.msg_ready():
+                        break
+                    channel.get_msg(timeout=0)
+                except queue.Empty:
+                    break
 
     def _wait(self, msg_id: str, collect: dict) -> str:
         """Read the kernel's messages for request `msg_id` until its output is complete (the idle
