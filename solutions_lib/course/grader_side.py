@@ -57,7 +57,7 @@ BESIDE = re.compile(
     r"threading|CommCounter|init_process_group|dist\.(all_|reduce|broadcast|send|recv|barrier)|OneShot|\bwatch\(|__main__|sys\.modules|inspect\.|"
     r"set_num_threads|perf_counter|time\.time|timeit|process_time|tracemalloc|\bgc\.|profiler|"
     r"memory_allocated|max_memory|getrusage|DispatchMode|__torch_function__|__torch_dispatch__|FlopCounter|"
-    r"CommDebugMode|"
+    r"CommDebugMode|tempfile|mkdtemp|TemporaryDirectory|\bopen\(|Path\(|os\.path|os\.listdir|shutil|"
     r"\w\.(no_delegation|expect_own)\b|^\s*[%!]", re.M)
 
 def eligible(source: str) -> bool:
@@ -322,6 +322,9 @@ class GraderSideCells:
         if error is not None:
             ename = "SystemExit" if isinstance(error, RemoteSystemExit) else type(error).__name__
             evalue = str(error)
+            if isinstance(error, NameError) and "is not defined" in evalue:
+                from ..kernel_hints import HINT
+                evalue = f"{evalue}: {HINT}"     # as the kit's hint says it in the kernel
             line = _test_line(error)
             outputs.append({"output_type": "error", "ename": ename, "evalue": evalue,
                             "traceback": [f"{ename} (test cell{', line ' + str(line) if line else ''}): {evalue}"]})
