@@ -459,12 +459,6 @@ def _op(req: dict):
     if op == "resolve":
         ns = _user_ns()
         return {name: ns[name] for name in req["names"] if name in ns}
-    if op == "forget":
-        for h in req.get("handles", []):
-            obj = _HANDLES.pop(int(h), None)
-            if obj is not None and _HANDLE_OF.get(id(obj)) == int(h):
-                del _HANDLE_OF[id(obj)]
-        return None
     if op == "reset":     # a new notebook's grader: nothing of an earlier one is reachable
         for table in (_HANDLES, _HANDLE_OF, _MIRRORS, _MIRROR_OF, _SIGNATURES, _STATES, _STATE_OF, _WATCHES):
             table.clear()
@@ -548,7 +542,7 @@ def serve(request_b64: str) -> None:
         for rid, payload in (req.get("sync") or {}).items():
             _decode_in({"t": "mirror", "id": int(rid), "p": payload})
         work = _op(req)
-        if callable(work) and req["op"] not in ("resolve", "forget", "own", "swap", "unswap", "lookup", "reset", "seed"):
+        if callable(work) and req["op"] not in ("resolve", "own", "swap", "unswap", "lookup", "reset", "seed"):
             result, exc, problem = _run(work, req.get("watch"))
         else:
             result, exc, problem = work, None, None

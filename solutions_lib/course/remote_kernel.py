@@ -330,7 +330,7 @@ class RemoteKernel:
         req["sync"] = self._outgoing_sync()
         if self.drops:
             req["drop"], self.drops = self.drops, []
-        if self.watches and req["op"] not in ("resolve", "forget", "own", "swap", "unswap", "lookup", "reset", "seed"):
+        if self.watches and req["op"] not in ("resolve", "own", "swap", "unswap", "lookup", "reset", "seed"):
             spec = self.watches[-1]["spec"]
             req["watch"] = spec
             if spec.get("sent"):       # the kernel keeps the forbidden objects of a watch it has seen
