@@ -19,6 +19,7 @@ Parts:
   mfu       that GPT in bf16: eager vs --compile, deterministic or not, batch 16 and 32
   attention the Triton FlashAttention-2 kernels: correctness vs SDPA, a launch-config sweep, 1k-16k times
   tritonlab the lab's student-level Triton kernels (solutions_lib.triton_kernels.bench_triton) vs torch
+  clock     time_dp_step's regions on a GPU with and without torch.cuda.synchronize, vs CUDA events
 GPU_MEASURE_SMALL=1 shrinks everything (gloo, tiny models) so the script can be checked on a
 CPU machine first; GPU_MEASURE_TESTS="a.py b.py" picks the pytest part's files.
 """
@@ -497,11 +498,112 @@ def part_tritonlab(res, tmp):
     res["tritonlab"] = {"ok": ok, "lines": lines}
 
 
+def _clock_rank(rank, world, hiddens, tokens, repeats):
+    """In a rank (NCCL on a GPU): the DP step timed three ways. `async`: the clock read right after
+    backward / all_reduce return (what a CPU-only harness does); `sync`: torch.cuda.synchronize()
+    before every read; `events`: CUDA events around the same regions. Plus the library's
+    time_dp_step and time_tp_mlp, which synchronise."""
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+
+    from solutions_lib.dist.comm_bound import dp_layer, time_dp_step, time_tp_mlp, tp_shards
+    dev = torch.device("cuda", rank) if torch.cuda.is_available() else torch.device("cpu")
+    cuda = dev.type == "cuda"
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    rows = []
+    for h in hiddens:
+        net = dp_layer(h).to(dev)
+        params = list(net.parameters())
+        for t in tokens:
+            x = torch.randn(t, h, device=dev)
+            res = {"h": h, "tokens": t, "P": sum(p.numel() for p in params)}
+            for mode in ("async", "sync", "events"):
+                comp, comm = [], []
+                for step in range(repeats + 1):
+                    for p in params:
+                        p.grad = None
+                    dist.barrier()
+                    sync()
+                    if mode == "events" and cuda:
+                        e = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                        e[0].record()
+                        net(x).square().mean().backward()
+                        e[1].record()
+                        flat = torch.cat([p.grad.reshape(-1) for p in params])
+                        dist.barrier()
+                        e[2].record()
+                        dist.all_reduce(flat)
+                        e[3].record()
+                        sync()
+                        c, m = e[0].elapsed_time(e[1]) / 1e3, e[2].elapsed_time(e[3]) / 1e3
+                    else:
+                        t0 = time.perf_counter()
+                        net(x).square().mean().backward()
+                        if mode == "sync":
+                            sync()
+                        t1 = time.perf_counter()
+                        flat = torch.cat([p.grad.reshape(-1) for p in params])
+                        dist.barrier()
+                        if mode == "sync":
+                            sync()
+                        t2 = time.perf_counter()
+                        dist.all_reduce(flat)
+                        if mode == "sync":
+                            sync()
+                        t3 = time.perf_counter()
+                        c, m = t1 - t0, t3 - t2
+                    sync()
+                    if step:
+                        comp.append(c)
+                        comm.append(m)
+                res[mode] = (float(np.median(comp)), float(np.median(comm)))
+            lib = time_dp_step(net, x, repeats)
+            res["library"] = (float(lib[0]), float(lib[1]))
+            res["flop_rate_sync"] = 6 * res["P"] * t / res["sync"][0]
+            rows.append(res)
+    tp = []
+    for h in hiddens:
+        w1, w2, _, _ = tp_shards(h, rank, world)
+        w1 = w1.detach().to(dev).requires_grad_(True)
+        w2 = w2.detach().to(dev).requires_grad_(True)
+        x = torch.randn(tokens[-1], h, device=dev).requires_grad_(True)
+        c, m, _ = time_tp_mlp(w1, w2, x, repeats)
+        tp.append({"h": h, "tokens": tokens[-1], "library": (float(c), float(m))})
+    return {"dp": rows, "tp": tp}
+
+
+def part_clock(res, tmp):
+    """Why a timing harness waits for the device: time_dp_step's regions read with and without
+    torch.cuda.synchronize, against CUDA events (NCCL, world 1: the all-reduce is a local copy)."""
+    from solutions_lib.dist import launch
+    small = _small_cpu()
+    hiddens = (64, 128) if small else (256, 1024, 4096)
+    tokens = (8, 64) if small else (8, 512, 8192)
+    out = launch(_clock_rank, 1, args=(hiddens, tokens, 3 if small else 9),
+                 backend="gloo" if small else "nccl", timeout=400.0, collective_timeout=120.0)[0]
+    for r in out["dp"]:
+        line = (f"clock DP h={r['h']:>5} T={r['tokens']:>5} P={r['P']:>11,}: compute async {r['async'][0] * 1e3:8.3f} ms"
+                f" sync {r['sync'][0] * 1e3:8.3f} ms events {r['events'][0] * 1e3:8.3f} ms library {r['library'][0] * 1e3:8.3f} ms;"
+                f" all-reduce async {r['async'][1] * 1e3:7.3f} sync {r['sync'][1] * 1e3:7.3f} events {r['events'][1] * 1e3:7.3f}"
+                f" library {r['library'][1] * 1e3:7.3f} ms; {r['flop_rate_sync'] / 1e12:6.1f} TFLOP/s (sync)")
+        print(line, flush=True)
+    for r in out["tp"]:
+        print(f"clock TP h={r['h']:>5} T={r['tokens']}: library compute {r['library'][0] * 1e3:8.3f} ms, "
+              f"all-reduces {r['library'][1] * 1e3:7.3f} ms", flush=True)
+    res["clock"] = out
+
+
 PARTS = {"env": part_env, "fork": part_fork, "pytest": part_pytest, "plain": part_plain,
          "torchrun": part_torchrun, "memory": part_memory, "large": part_large, "mfu": part_mfu,
-         "attention": part_attention, "tritonlab": part_tritonlab}
+         "attention": part_attention, "tritonlab": part_tritonlab,
+         "clock": part_clock}
 BUDGET = {"env": 60, "fork": 60, "pytest": 450, "plain": 420, "torchrun": 360, "memory": 240, "large": 400, "mfu": 330, "attention": 240,
-          "tritonlab": 180}
+          "tritonlab": 180, "clock": 240}
 
 
 def _child(name, result_file):

@@ -70,6 +70,18 @@ def _median(xs) -> float:
     return float(np.median(np.asarray(xs, dtype=np.float64)))
 
 
+def _device_done(*tensors) -> None:
+    """Wait until the device has run every kernel queued so far, before the clock is read.
+
+    CUDA kernels (and NCCL collectives) run asynchronously: `loss.backward()` and
+    `dist.all_reduce` return once their work is queued, so a clock read right after them times
+    the launches, not the work. On the CPU (gloo) this does nothing."""
+    for t in tensors:
+        if t is not None and t.is_cuda:
+            torch.cuda.synchronize(t.device)
+            return
+
+
 def _check_repeats(repeats) -> int:
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
@@ -88,13 +100,17 @@ def _dp_step_timings(net, x, repeats):
         for p in params:
             p.grad = None
         dist.barrier()
+        _device_done(x)
         t0 = time.perf_counter()
         net(x).square().mean().backward()
+        _device_done(x)
         t1 = time.perf_counter()
         flat = torch.cat([p.grad.reshape(-1) for p in params])
         dist.barrier()
+        _device_done(flat)
         t2 = time.perf_counter()
         dist.all_reduce(flat)
+        _device_done(flat)
         t3 = time.perf_counter()
         flat /= world
         if step:
@@ -123,22 +139,30 @@ def _tp_step_timings(w1, w2, x, repeats, group=None):
         for t in (w1, w2, x):
             t.grad = None
         dist.barrier(group=group)
+        _device_done(x)
         t0 = time.perf_counter()
         z = F.gelu(x @ w1.T) @ w2.T                  # this rank's partial sum of the output
+        _device_done(z)
         t1 = time.perf_counter()
         y = z.detach().clone()
         dist.barrier(group=group)
+        _device_done(y)
         t2 = time.perf_counter()
         dist.all_reduce(y, group=group)               # g: the full output on every rank
+        _device_done(y)
         t3 = time.perf_counter()
         dist.barrier(group=group)
+        _device_done(y)
         t4 = time.perf_counter()
         z.backward(2 * y / y.numel())                 # d mean(y^2) / dy, identity through g
+        _device_done(x)
         t5 = time.perf_counter()
         gx = x.grad.clone()
         dist.barrier(group=group)
+        _device_done(gx)
         t6 = time.perf_counter()
         dist.all_reduce(gx, group=group)              # f's backward: the full input gradient
+        _device_done(gx)
         t7 = time.perf_counter()
         if step:
             compute.append((t1 - t0) + (t5 - t4))
