@@ -8,12 +8,14 @@ import pytest
 
 from solutions_lib.course.term_export import main, parse_canvas_ids
 
-from term_class import NAMES, build_class
+from term_class import NAMES, build_class, fast_gradebooks
 
 
 @pytest.fixture(scope="module")
 def klass(tmp_path_factory):
-    return build_class(tmp_path_factory.mktemp("term_export"))
+    with pytest.MonkeyPatch.context() as mp:
+        fast_gradebooks(mp)
+        return build_class(tmp_path_factory.mktemp("term_export"))
 
 
 def _rows(path):

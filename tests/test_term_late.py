@@ -12,6 +12,7 @@ from solutions_lib.course.term_late import (LatePolicyError, PercentPerDayLate, 
                                             load_course_config, main, parse_due)
 
 from conftest import FIXTURE
+from term_class import fast_gradebooks
 
 LATE_CONFIG = """
 c.AssignLatePenalties.plugin_class = "solutions_lib.course.term_late.PercentPerDayLate"
@@ -19,6 +20,11 @@ c.PercentPerDayLate.percent_per_day = 10.0
 c.PercentPerDayLate.max_percent = 25.0
 c.PercentPerDayLate.grace_minutes = 15.0
 """
+
+
+@pytest.fixture(autouse=True)
+def _fast_new_gradebooks(monkeypatch):
+    fast_gradebooks(monkeypatch)
 
 
 @pytest.mark.parametrize("seconds, days, percent", [

@@ -7,11 +7,18 @@ import pytest
 from solutions_lib.course.grader import Course
 from solutions_lib.course.term_roster import import_roster, main, read_roster
 
+from term_class import fast_gradebooks
+
 ROSTER = ("ID,First_Name,Last_Name,Email,lms_user_id,section\n"
           "alice,Alice,Liddell,alice@uni.example,101,A\n"
           "bob.k,Bob,Kahn,bob@uni.example,,B\n"
           "\n"
           "zoë,Zoë,Ng,zoe@uni.example,103,A\n")
+
+
+@pytest.fixture(autouse=True)
+def _fast_new_gradebooks(monkeypatch):
+    fast_gradebooks(monkeypatch)
 
 
 def _students(root):

@@ -209,8 +209,8 @@ def write_canvas(rows: list[ExportRow], path: Path, canvas_ids: dict[str, str] |
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .paths import course_root
     from .term_late import parse_due
+    from .term_roster import checked_root
 
     ap = argparse.ArgumentParser(prog="python -m solutions_lib.course.term_export",
                                  description="Write canvas_grades.csv and grades_export.csv (not graded stays blank).")
@@ -221,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--assignments", nargs="*", default=None)
     ap.add_argument("--now", default=None, help="the time the due-date rule uses (default: now), with a zone")
     args = ap.parse_args(argv)
-    root = Path(args.root or course_root())
-    out = Path(args.out or root)
     try:
+        root = checked_root(args.root)
+        out = Path(args.out or root)
         ids = parse_canvas_ids(args.canvas_ids)
         now = parse_due(args.now) if args.now else None
         rows = class_rows(root, args.assignments, now)

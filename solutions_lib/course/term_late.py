@@ -240,7 +240,7 @@ def format_rows(rows: list[LateRow]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .paths import course_root
+    from .term_roster import checked_root
 
     ap = argparse.ArgumentParser(prog="python -m solutions_lib.course.term_late",
                                  description="Due dates, extensions and late penalties (nbgrader's late plugin).")
@@ -261,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("show", help="due dates, lateness and penalties in the gradebook")
     p.add_argument("assignment")
     args = ap.parse_args(argv)
-    root = Path(args.root or course_root())
     try:
+        root = checked_root(args.root)
         if args.cmd == "due":
             if bool(args.when) == bool(args.clear):
                 raise ValueError("give a due date or --clear")

@@ -147,9 +147,20 @@ def import_roster(root: Path, rows: list[RosterRow], dry_run: bool = False) -> I
         return ImportSummary(added, updated, unchanged, sorted(existing - on_roster))
 
 
-def main(argv: list[str] | None = None) -> int:
+def checked_root(arg: Path | None) -> Path:
+    """--root, or the course this package belongs to; a ValueError unless it is a course root."""
     from .paths import course_root
 
+    try:
+        root = Path(arg) if arg else course_root()
+    except FileNotFoundError as e:
+        raise ValueError(str(e)) from None
+    if not (root / "nbgrader_config.py").is_file():
+        raise ValueError(f"{root} is not a course root (no nbgrader_config.py there)")
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m solutions_lib.course.term_roster",
                                  description="Import a class roster (CSV: id, first_name, last_name, email "
                                              "[, lms_user_id]) into the course's nbgrader gradebook.")
@@ -157,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
     ap.add_argument("--dry-run", action="store_true", help="check and report, write nothing")
     args = ap.parse_args(argv)
-    root = Path(args.root or course_root())
     try:
+        root = checked_root(args.root)
         rows = read_roster(args.csv)
     except (ValueError, OSError) as e:
         print(f"roster not imported: {e}", file=sys.stderr)
