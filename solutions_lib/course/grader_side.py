@@ -109,8 +109,9 @@ def stored_names(source: str) -> set[str]:
 
 
 #: Kit modules whose classes a grader-side cell builds in the kernel (the objects it passes to
-#: the student's code: `TwoTowerModel(...)` is a handle); their functions stay the grader's.
-REMOTE_CLASSES = ("solutions_lib.models",)
+#: the student's code: `TwoTowerModel(...)` is a handle; `with FakeWorld(4):` gives the kernel a
+#: world of 4 ranks for an argument check); their functions stay the grader's.
+REMOTE_CLASSES = ("solutions_lib.models", "solutions_lib.dist.fake_world")
 
 
 def _grading_shim(kernel: RemoteKernel):
