@@ -36,7 +36,10 @@ GRADES = {
     ("A1", "s5"): "failed",
     ("A2", "s1"): {"q3": 1},
 }
-PENALTY = {("A1", "s2"): 0.5}
+PENALTY = {("A1", "s2"): 0.5}  # 5 h late, 10 % of 5 points: what LATE_POLICY gives
+LATE_POLICY = ("c = get_config()\n"
+               "c.AssignLatePenalties.plugin_class = 'solutions_lib.course.term_late.PercentPerDayLate'\n"
+               "c.PercentPerDayLate.percent_per_day = 10.0\n")
 NAMES = {"s1": ("Ada", "Lovelace"), "s2": ("Alan", "Turing"), "s3": ("Grace", "Hopper"),
          "s4": ("Edsger", "Dijkstra"), "s5": ("Barbara", "Liskov"), "s6": ("Donald", "Knuth")}
 
@@ -73,7 +76,7 @@ def build_class(root: Path) -> Path:
 
     ensure_tools_on_path()
     root = Path(root)
-    (root / "nbgrader_config.py").write_text("c = get_config()\n")
+    (root / "nbgrader_config.py").write_text(LATE_POLICY)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         for a, notebooks in CELLS.items():
             gb.update_or_create_assignment(a, duedate=DUE[a])

@@ -76,3 +76,28 @@ def test_bad_export_arguments_are_refused(klass, tmp_path, capsys):
     assert "not in the export: A9" in capsys.readouterr().err
     assert main(["--root", str(klass), "--out", str(tmp_path), "--now", "2026-02-01"]) == 2
     assert "no time zone" in capsys.readouterr().err
+
+
+def test_export_refuses_stale_late_penalties_until_apply(klass, tmp_path, capsys):
+    """nbgrader's penalty is computed at autograde: a written answer graded later leaves it
+    stale; the export says so and names the command, and exports once it is recomputed."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    from solutions_lib.course import term_late
+
+    root = tmp_path / "course"
+    shutil.copytree(klass, root)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        gb.find_grade("w1", "ex", "A1", "s2").manual_score = 2.0  # s2: 2 + 2 + 2 = 6, 10 % late = 0.6
+        gb.db.commit()
+    out = tmp_path / "out"
+    assert main(["--root", str(root), "--out", str(out), "--now", "2026-02-01 00:00:00 UTC"]) == 2
+    err = capsys.readouterr().err
+    assert "A1 s2/ex: stored 0.5, now 0.6" in err and "term_late apply A1" in err
+    assert not (out / "canvas_grades.csv").exists()
+    assert term_late.main(["--root", str(root), "apply", "A1"]) == 0
+    assert main(["--root", str(root), "--out", str(out), "--now", "2026-02-01 00:00:00 UTC"]) == 0
+    body = {r[2]: r for r in _rows(out / "canvas_grades.csv")[2:]}
+    assert body["s2"][5] == "5.4"

@@ -7,7 +7,8 @@ zero from the autograded/ folder) and decides one status per student and assignm
 
 - `graded`: every notebook ran and every written answer has a grade. score = the points of
   all cells (auto-graded and hand-graded) minus nbgrader's late penalty
-  (`SubmittedAssignment.late_submission_penalty`, term_late.py); a notebook missing from an
+  (`SubmittedAssignment.late_submission_penalty`, term_late.py; the export refuses while a
+  stored penalty is out of date: `term_late apply` first); a notebook missing from an
   otherwise handed-in assignment counts 0 (nbgrader's rule too), and the note says so.
 - `failed_to_run`: a notebook did not run to the end or was refused at intake: blank, the
   note names the notebook and the reason (re-grade it, or grade it by hand).
@@ -208,6 +209,22 @@ def write_canvas(rows: list[ExportRow], path: Path, canvas_ids: dict[str, str] |
                        + [_num(got[a].score) if a in got else "" for a in names])
 
 
+def check_penalties(root: Path, assignments: list[str]) -> None:
+    """A ValueError when a stored late penalty is out of date: nbgrader computes it at
+    autograde, before the written answers are graded and before a later extension."""
+    from .term_late import stale_penalties
+
+    stale = stale_penalties(root, assignments)
+    if stale:
+        names = sorted({a for a, _ in stale})
+        shown = "; ".join(f"{a} {r.student}/{r.notebook}: stored {r.stored or 0:g}, now {r.penalty or 0:g}"
+                          for a, r in stale[:5])
+        raise ValueError(f"late penalties out of date ({shown}{' ...' if len(stale) > 5 else ''}): written answers "
+                         "graded or extensions granted after autograde. Run "
+                         + " and ".join(f"`python -m solutions_lib.course.term_late apply {a}`" for a in names)
+                         + ", then export again")
+
+
 def main(argv: list[str] | None = None) -> int:
     from .term_late import parse_due
     from .term_roster import checked_root
@@ -229,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = class_rows(root, args.assignments, now)
         if not rows:
             raise ValueError(f"nothing to export: no students or no assignments in {root}'s gradebook")
+        check_penalties(root, sorted({r.assignment for r in rows}))
         out.mkdir(parents=True, exist_ok=True)
         write_canvas(rows, out / "canvas_grades.csv", ids, read_sections(args.roster))
         write_plain(rows, out / "grades_export.csv")

@@ -186,12 +186,15 @@ class LateRow:
     seconds_late: float
     score: float
     penalty: float | None
+    stored: float | None = None  # apply_penalties: the penalty held before
 
 
-def apply_penalties(root: Path, assignment: str, plugin=None, students: list[str] | None = None) -> list[LateRow]:
+def apply_penalties(root: Path, assignment: str, plugin=None, students: list[str] | None = None,
+                    dry_run: bool = False) -> list[LateRow]:
     """Recompute every notebook's late penalty of `assignment` from the gradebook, as
     nbgrader's AssignLatePenalties does at autograde (same plugin, same clamping to
-    [0, score], None when on time)."""
+    [0, score], None when on time). `dry_run` computes and writes nothing; each row's
+    `stored` is the penalty the gradebook held before."""
     from nbgrader.api import MissingEntry
 
     plugin = plugin if plugin is not None else course_plugin(root)
@@ -212,10 +215,28 @@ def apply_penalties(root: Path, assignment: str, plugin=None, students: list[str
                     penalty = plugin.late_submission_penalty(sub.student.id, score, late)
                     if penalty is not None:
                         penalty = min(max(float(penalty), 0.0), score)
-                nb.late_submission_penalty = penalty
-                rows.append(LateRow(sub.student.id, nb.name, sub.duedate, sub.timestamp, late, score, penalty))
-        gb.db.commit()
+                stored = nb.late_submission_penalty
+                if not dry_run:
+                    nb.late_submission_penalty = penalty
+                rows.append(LateRow(sub.student.id, nb.name, sub.duedate, sub.timestamp, late, score, penalty, stored))
+        if dry_run:
+            gb.db.rollback()
+        else:
+            gb.db.commit()
     return rows
+
+
+def stale_penalties(root: Path, assignments: list[str], plugin=None) -> list[tuple[str, LateRow]]:
+    """(assignment, row) for every notebook whose stored penalty differs from what the
+    configured plugin gives now (a written answer graded, or an extension granted, since
+    autograde; or the policy changed)."""
+    plugin = plugin if plugin is not None else course_plugin(root)
+    out = []
+    for a in assignments:
+        for r in apply_penalties(root, a, plugin, dry_run=True):
+            if abs((r.penalty or 0.0) - (r.stored or 0.0)) > 1e-9:
+                out.append((a, r))
+    return out
 
 
 def late_table(root: Path, assignment: str) -> list[LateRow]:
