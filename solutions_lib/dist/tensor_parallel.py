@@ -37,7 +37,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["copy_to_tp", "reduce_from_tp", "gather_from_sp", "scatter_to_sp", "ColumnParallelLinear",
+__all__ = ["copy_to_tp", "reduce_from_tp", "gather_from_sp", "scatter_to_sp", "sp_column_linear", "ColumnParallelLinear",
            "RowParallelLinear", "TensorParallelAttention", "TensorParallelMLP", "TensorParallelBlock",
            "tp_comm_calls_per_step", "tp_comm_bytes_per_step", "shard_rows", "causal_mask"]
 
@@ -148,6 +148,35 @@ class _SPColumnLinear(torch.autograd.Function):
         grad_w = (g2.t() @ full.reshape(-1, full.shape[-1])).to(weight.dtype)
         grad_b = g2.sum(0).to(ctx.bias_dtype) if ctx.has_bias else None
         return grad_in, grad_w, grad_b, None, None
+
+
+def sp_column_linear(x_shard: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                     group=None, dim: int = 1) -> torch.Tensor:
+    """The memory-optimal sequence-parallel entry into a column-parallel layer (Korthikanti et al.
+    2022, sec. 4.2.2; Megatron-LM's `LinearWithGradAccumulationAndAsyncCommunication` with
+    sequence parallelism): gather(x_shard) W_r^T + b_r, where gather concatenates the ranks'
+    sequence shards along `dim`.
+
+    Autograd keeps only `x_shard` (b, s/t, n_in), 1/t of what `F.linear(gather_from_sp(x), W_r,
+    b_r)` keeps (the gathered input); the backward pass all-gathers it again for the weight
+    gradient and reduce-scatters the input gradient. Collectives per call, on (b, s, n_in)
+    buffers: forward 1 all-gather; backward 1 all-gather + 1 reduce-scatter. With the
+    row-parallel exits (reduce-scatter forward, all-gather backward) a layer's two column-parallel
+    entries make 6 all-gathers + 4 reduce-scatters per step.
+
+    Raises ValueError (before any collective, so no rank is left waiting) when `x_shard` is not
+    3-D, its last dim is not `weight`'s in_features, or `bias` is not (out_features,).
+    """
+    if not isinstance(x_shard, torch.Tensor) or x_shard.dim() != 3:
+        raise ValueError(f"x_shard must be a 3-D tensor (batch, seq/t, n_in), got shape "
+                         f"{tuple(getattr(x_shard, 'shape', ())) or type(x_shard).__name__}")
+    if weight.dim() != 2 or x_shard.shape[-1] != weight.shape[1]:
+        raise ValueError(f"x_shard's last dim {x_shard.shape[-1]} must equal the weight's in_features "
+                         f"(weight shape {tuple(weight.shape)})")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"bias must have shape ({weight.shape[0]},) (the weight's out_features), "
+                         f"got {tuple(bias.shape)}")
+    return _SPColumnLinear.apply(x_shard, weight, bias, group, dim)
 
 
 def copy_to_tp(x: torch.Tensor, group=None) -> torch.Tensor:

@@ -21,6 +21,8 @@ Interfaces (the notebook's):
     TensorParallelBlock(block, enter=None, exit=None)  attributes ln1, qkv, proj, ln2, fc1, fc2;
         qkv is column parallel over `head_major_qkv(block.qkv, t)` (rank r: [Q_r; K_r; V_r]).
     sync_replicated_grads(tp_block)  one all_reduce of the replicated parameters' gradients.
+    SPColumnLinear.apply(x_shard, weight, bias)  gather(x_shard) W^T + b along dim 1, saving only
+        the shard and gathering it again in backward (the memory-optimal SP entry).
 """
 from __future__ import annotations
 
@@ -65,6 +67,12 @@ class GatherFromSP:
 class ScatterToSP:
     """g_sp: reduce-scatter along dim 1 forward, all-gather backward (stand-in)."""
     apply = staticmethod(lambda x: _tp.scatter_to_sp(x, None, 1))
+
+
+class SPColumnLinear:
+    """The memory-optimal SP entry (stand-in): apply(x_shard, weight, bias) = gather(x_shard) W^T + b,
+    only the shard saved, gathered again in backward (`tensor_parallel.sp_column_linear`)."""
+    apply = staticmethod(lambda x, weight, bias=None: _tp.sp_column_linear(x, weight, bias, None, 1))
 
 
 class ColumnParallelLinear(nn.Module):
@@ -155,7 +163,7 @@ def sync_replicated_grads(tp_block) -> None:
         i += p.numel()
 
 
-STANDINS = {f.__name__: f for f in (CopyToTP, ReduceFromTP, GatherFromSP, ScatterToSP, ColumnParallelLinear,
+STANDINS = {f.__name__: f for f in (CopyToTP, ReduceFromTP, GatherFromSP, ScatterToSP, SPColumnLinear, ColumnParallelLinear,
                                      RowParallelLinear, TensorParallelBlock, sync_replicated_grads)}
 
 
