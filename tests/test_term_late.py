@@ -91,6 +91,22 @@ def test_late_autograde_records_the_plugin_penalty_and_apply_follows_extensions(
     assert by_nb == {"exercises": (5.0, pytest.approx(1.0)), "theory": (1.0, pytest.approx(0.2))}
     assert total == pytest.approx(1.2)
 
+    # stock generate_feedback with the course's preprocessors plus MarkAwaitingGrader: the page
+    # shows nbgrader's late penalty line and says the written answer awaits a grader
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+
+    from solutions_lib.course.term_feedback import MarkAwaitingGrader
+    pre = list(course.config.GenerateFeedback.preprocessors)
+    course.config.GenerateFeedback.preprocessors = (pre[:pre.index(CSSHTMLHeaderPreprocessor)] + [MarkAwaitingGrader]
+                                                    + pre[pre.index(CSSHTMLHeaderPreprocessor):])
+    course.api = NbGraderAPI(coursedir=CourseDirectory(config=course.config), config=course.config)
+    fb = course.api.generate_feedback(FIXTURE, "late", force=True)
+    assert fb["success"], fb.get("log")
+    page = (fixture_course / "feedback" / "late" / FIXTURE / "exercises.html").read_text()
+    assert "Late submission penalty (Score: -1.0)" in page
+    assert "1 answer(s) (1 point(s)) await a grader" in page and "has not been graded yet" in page
+    assert "await a grader" not in (fixture_course / "feedback" / "late" / FIXTURE / "theory.html").read_text()
+
     # the written answer graded by hand: nbgrader's stored penalty is stale until `apply`
     with Gradebook(url) as gb:
         g = gb.find_grade("why", "exercises", FIXTURE, "late")

@@ -114,11 +114,13 @@ def course_plugin(root: Path, config=None):
 def _gradebook(root: Path):
     from nbgrader.api import Gradebook
 
-    from .config import gradebook_url
+    from .config import COURSE_ID, gradebook_url
     from .grader import ensure_tools_on_path
 
     ensure_tools_on_path()
-    return Gradebook(gradebook_url(root))
+    # the course id nbgrader_config.py sets: an assignment created here (a due date set before
+    # generate_assignment) belongs to the course the Formgrader shows
+    return Gradebook(gradebook_url(root), COURSE_ID)
 
 
 # ---------------------------------------------------------------- operations
