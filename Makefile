@@ -31,7 +31,7 @@ demo-all: venv
 
 ## the whole test suite
 test: venv
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=25
 
 ## JupyterLab on the student notebooks (release/); extra arguments: make lab ARGS="--allow-root --ip=0.0.0.0"
 ARGS ?=
