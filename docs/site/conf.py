@@ -33,8 +33,9 @@ project = "Training LLMs at scale"
 author = "the course's authors"
 copyright = "2026, the course's authors"
 
-sys.path.insert(0, str(HERE))                       # md_docstrings.py, beside this file
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "md_docstrings"]
+sys.path.insert(0, str(HERE))          # md_docstrings.py, repo_links.py: beside this file
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "md_docstrings",
+              "repo_links"]
 root_doc = "index"
 exclude_patterns = ["README.md", "_build", "**/.ipynb_checkpoints", "**/__pycache__"]
 
