@@ -67,6 +67,8 @@ def test_late_autograde_records_the_plugin_penalty_and_apply_follows_extensions(
     assert type(course_plugin(fixture_course, cfg)) is PercentPerDayLate
     course = Course(fixture_course, cell_timeout=5)
     course.config.merge(cfg)
+    from solutions_lib.course.term_rubric import enable_rubrics
+    enable_rubrics(course.config, fixture_course)  # and the rubric beside written answers (term_rubric.py)
     course.api = NbGraderAPI(coursedir=CourseDirectory(config=course.config), config=course.config)
     course.generate(FIXTURE)
     assert main(["--root", str(fixture_course), "due", FIXTURE, "2026-01-10 17:00:00 UTC"]) == 0
@@ -106,6 +108,10 @@ def test_late_autograde_records_the_plugin_penalty_and_apply_follows_extensions(
     assert "Late submission penalty (Score: -1.0)" in page
     assert "1 answer(s) (1 point(s)) await a grader" in page and "has not been graded yet" in page
     assert "await a grader" not in (fixture_course / "feedback" / "late" / FIXTURE / "theory.html").read_text()
+    graded = nbs.read(fixture_course / "autograded" / "late" / FIXTURE / "exercises.ipynb")
+    why = next(c for c in graded.cells if nbs.nbgrader_md(c).get("grade_id") == "why")
+    assert why.metadata["tas"]["rubric"].endswith("Rubric (1 pt): mentions the sign.")
+    assert "for the grader only" not in page
 
     # the written answer graded by hand: nbgrader's stored penalty is stale until `apply`
     with Gradebook(url) as gb:
