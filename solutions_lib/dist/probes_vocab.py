@@ -33,7 +33,8 @@ __all__ = ["TensorPeak", "embedding_case", "embedding_rank", "check_embedding", 
 
 
 def _fail(what: str, e: BaseException, hint: str = "") -> GradingError:
-    return GradingError(f"{what}: your code raised {type(e).__name__}: {str(e)[:300]}.{' ' + hint if hint else ''}")
+    said = f": {str(e)[:300]}" if str(e) else ""
+    return GradingError(f"{what}: your code raised {type(e).__name__}{said}.{' ' + hint if hint else ''}")
 
 
 class TensorPeak:
