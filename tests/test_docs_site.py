@@ -13,8 +13,9 @@ theory chapter (`SUBSET`: a full build executes 13 notebooks, about 4 minutes on
 - in headless Chromium (Debian's /usr/bin/chromium, as tests/test_browser.py): the front page,
   the theory chapter with its plots loaded (naturalWidth > 0) and an API page with its
   functions, each screenshot (artifacts/docs/) not blank, and the server saw no 404.
-Without Chromium or Playwright the browser part is skipped saying why, unless
-TAS_REQUIRE_BROWSER=1 (CI), where it fails.
+Without Chromium or Playwright the browser part is skipped saying why, and without the `docs`
+extra (Sphinx, MyST-NB, the book theme) everything is, unless TAS_REQUIRE_BROWSER=1 (CI), where
+it fails.
 """
 from __future__ import annotations
 
@@ -45,8 +46,19 @@ PAGES = ["index.html", "theory.html", f"theory/{SUBSET}.html", "api/index.html",
          "pages/gpu_measurements_2026-11.html", "pages/limitations.html", "pages/practitioners.html"]
 
 
+def _docs_extra_missing() -> str | None:
+    import importlib.util
+    missing = [m for m in ("sphinx", "myst_nb", "sphinx_book_theme") if importlib.util.find_spec(m) is None]
+    return f"the docs extra is not installed (no {', '.join(missing)}): pip install -e '.[docs]'" if missing else None
+
+
 @pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:
+    why = _docs_extra_missing()
+    if why:
+        if os.environ.get("TAS_REQUIRE_BROWSER") == "1":       # CI: the site must build there
+            pytest.fail(f"TAS_REQUIRE_BROWSER=1 and {why}", pytrace=False)
+        pytest.skip(why)
     base = tmp_path_factory.mktemp("docs")
     out = base / "html"
     t0 = time.monotonic()
@@ -271,3 +283,37 @@ def test_the_site_in_a_browser(server, browser):
     ctx.close()
     assert not misses, f"the browser asked for files the site does not have: {misses}"
     assert not errors, f"JavaScript errors: {errors}"
+
+
+# ---------------------------------------------------------------- the pieces, without a build
+
+
+def test_filter_drops_every_output_of_a_cell_that_needed_an_answer():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import docs_notebooks as dn
+    out = nbformat.v4.new_output
+    png = {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("plot()", outputs=[out("display_data", data=png),
+                                                     out("stream", name="stderr", text="UserWarning: x\n")]),
+        nbformat.v4.new_code_cell("answer()", outputs=[out("stream", name="stdout", text="partial 3.14\n"),
+                                                       out("error", ename="NotImplementedError", evalue="",
+                                                           traceback=["Traceback ..."])]),
+        nbformat.v4.new_code_cell("ref.f(1)", outputs=[out("execute_result", data={"text/plain": "<withheld ref.f>"},
+                                                           execution_count=3)]),
+        nbformat.v4.new_code_cell("print(2)", outputs=[out("stream", name="stdout", text="2\n")]),
+    ])
+    assert dn.filter_outputs(nb) == (2, 2)
+    plot, answer, ref, plain = nb.cells
+    assert [o.output_type for o in plot.outputs] == ["display_data"]          # stderr gone, plot kept
+    for c in (answer, ref):
+        assert [o["data"]["text/markdown"] for o in c.outputs] == [dn.DROPPED]  # nothing of the run is left
+    assert plain.outputs[0]["text"] == "2\n"
+
+
+def test_links_out_of_docs_become_api_pages_or_paths():
+    sys.path.insert(0, str(ROOT / "docs" / "site"))
+    import repo_links
+    got = repo_links.rewrite("[m](../solutions_lib/memory.py) [r](../README.md#x) [g](GRADING.md) "
+                             "[o](../solutions_lib/bench.py)", {"memory"})
+    assert got == ("[m](../api/memory.md) r (`README.md`) [g](GRADING.md) o (`solutions_lib/bench.py`)")
