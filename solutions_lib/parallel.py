@@ -510,7 +510,7 @@ def tp_comm_bytes_per_layer(batch, seq_len, hidden, tp, bytes_per_element=2, mea
     """Tensor-parallel bytes of one transformer layer (Megatron-LM, no sequence parallelism).
 
     Forward: 2 all-reduces (after the attention output projection and after the MLP's second
-    matmul), each of batch*seq_len*hidden activations. Backward: 2 more (the input gradients of
+    matmul), each of `batch*seq_len*hidden` activations. Backward: 2 more (the input gradients of
     the attention block and of the MLP, Megatron's operator f). measure="payload": sum of
     buffer sizes S = 4 b s h e (2 b s h e forward only); measure="wire": bytes one rank sends
     with ring all-reduces, 2 (t-1)/t of that. tp = 1 needs no communication (0 bytes).
