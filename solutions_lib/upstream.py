@@ -247,11 +247,42 @@ def layout_step_time(layout, model, cluster, reshard_after_forward=True):
             "total": (m + p - 1) * slot + t_dp}
 
 
+def layout_memory_options(layout, model, chunks=1, recompute="selective"):
+    """`layout_memory_per_rank` with interleaved 1F1B (`chunks` v) and a `recompute` choice (11 theory, 5):
+    activations L/p x held x bytes per layer, held = min(p, m) (v = 1 or p = 1) or min(p + (p-1)/v, m)."""
+    L, h, a, s, B, b = (model[k] for k in ("layers", "hidden", "heads", "seq_len", "global_batch", "micro_batch"))
+    d, t, p, c = (layout[k] for k in ("dp", "tp", "pp", "cp"))
+    states = layout_memory_per_rank(layout, model)["states"]
+    l, m, s1 = L // p, B // (d * b), s / c
+    per_layer = {"selective": (34.0 / t) if layout["sp"] else (10.0 + 24.0 / t),
+                 "none": ((34.0 / t) if layout["sp"] else (10.0 + 24.0 / t)) + 5.0 * a * s1 / (h * t),
+                 "full": (2.0 / t) if layout["sp"] else 2.0}[recompute] * s1 * b * h
+    held = min(p + (p - 1) / chunks, m) if (p > 1 and chunks > 1) else min(p, m)
+    acts = l * held * per_layer
+    return {"states": states, "activations": acts, "total": states + acts}
+
+
+def layout_step_time_options(layout, model, cluster, reshard_after_forward=True, chunks=1, recompute="selective"):
+    """`layout_step_time` with interleaved 1F1B (`chunks` v) and a `recompute` choice (11 theory, 5): full
+    recomputation x 4/3 compute and x 3/2 TP traffic; slot t_c + t_tp + v t_pp, (m v + p - 1) slots / v."""
+    base = layout_step_time(layout, model, cluster, reshard_after_forward)
+    p = layout["pp"]
+    m = model["global_batch"] // (layout["dp"] * model["micro_batch"])
+    v = chunks if p > 1 else 1
+    full = recompute == "full"
+    t_c = base["compute"] / m * (4.0 / 3.0 if full else 1.0)
+    t_tp = base["tp"] / m * (1.5 if full else 1.0)
+    t_pp = base["pp"] / m
+    slot = t_c + t_tp + v * t_pp
+    return {"compute": m * t_c, "tp": m * t_tp, "pp": m * v * t_pp, "bubble": (p - 1) * slot / v, "dp": base["dp"],
+            "total": (m * v + p - 1) * slot / v + base["dp"]}
+
+
 ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch_noise_scale,
            reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta, bucket_plan,
            minhash_signature, young_interval, arithmetic_intensity, chinchilla_optimal, quality_flags,
            layout_memory_per_rank, layout_step_time, labels_shifted, mask_is_causal,
-           layer_activation_bytes)
+           layer_activation_bytes, layout_memory_options, layout_step_time_options)
 
 
 def forbidden_except(*allowed) -> tuple:
