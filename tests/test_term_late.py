@@ -54,6 +54,7 @@ def test_due_dates_need_a_time_zone():
         parse_due("2026-13-45 17:00:00 UTC")
 
 
+@pytest.mark.nbgrader
 def test_late_autograde_records_the_plugin_penalty_and_apply_follows_extensions(fixture_course, capsys):
     from nbgrader.api import Gradebook
     from nbgrader.apps import NbGraderAPI
