@@ -54,8 +54,16 @@ def _mirror(files: dict[str, bytes], stage: Path, keep: tuple[str, ...] = ()) ->
     return written
 
 
+#: marks a folder as this builder's staging folder: the only kind `_mirror` deletes files from
+STAGE_MARK = ".tas-docs-stage"
+
+
 def stage_sources(stage: Path, assignments: list[str] | None, cache: Path, root: Path = ROOT, out=print) -> int:
-    """Fill `stage` as the module docstring says; the number of files written."""
+    """Fill `stage` as the module docstring says; the number of files written. Refuses a
+    folder that holds files but is not a staging folder (it would delete them)."""
+    if stage.is_dir() and any(stage.iterdir()) and not (stage / STAGE_MARK).is_file():
+        raise SystemExit(f"{stage} is not empty and not a docs staging folder (no {STAGE_MARK}): "
+                         "give --stage a new or empty folder")
     docs = root / "docs"
     files: dict[str, bytes] = {}
     for p in sorted((docs / "site").rglob("*")):
@@ -78,6 +86,7 @@ def stage_sources(stage: Path, assignments: list[str] | None, cache: Path, root:
     for a in wanted:
         nb = docs_notebooks.executed(theory[a], cache, out=out)
         files[f"theory/{a}.ipynb"] = nbformat.writes(nb).encode()
+    files[STAGE_MARK] = b"made by tools/build_docs.py: its files are rewritten on every build\n"
     return _mirror(files, stage)
 
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))          # md_docstrings.py, repo_links.py: beside
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "md_docstrings",
               "repo_links"]
 root_doc = "index"
-exclude_patterns = ["README.md", "_build", "**/.ipynb_checkpoints", "**/__pycache__"]
+exclude_patterns = ["README.md", "_build", "**/.ipynb_checkpoints", "**/__pycache__", ".tas-docs-stage"]
 
 # --- MyST / notebooks
 nb_execution_mode = "off"             # executed by tools/docs_notebooks.py (see its docstring)
