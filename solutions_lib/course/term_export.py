@@ -86,13 +86,15 @@ def _gradebook_facts(root: Path):
     return people, dues, subs
 
 
-def class_rows(root: Path, assignments: list[str] | None = None, now: dt.datetime | None = None) -> list[ExportRow]:
-    """One ExportRow per student and assignment of course `root` (see the module's rules)."""
+def class_rows(root: Path, assignments: list[str] | None = None, now: dt.datetime | None = None,
+               rep=None) -> list[ExportRow]:
+    """One ExportRow per student and assignment of course `root` (see the module's rules);
+    `rep`: a `report.build_report` of the same course and assignments, when the caller has one."""
     from .report import build_report
 
     root = Path(root)
     now = now or _utcnow()
-    rep = build_report(root, assignments=assignments)
+    rep = rep if rep is not None else build_report(root, assignments=assignments)
     people, dues, subs = _gradebook_facts(root)
     cells: dict[tuple[str, str], list[dict]] = {}
     for q in rep.questions:

@@ -100,7 +100,7 @@ def build_stats(root: Path, assignments: list[str] | None = None, now=None) -> C
 
     root = Path(root)
     rep = build_report(root, assignments=assignments)
-    rows = class_rows(root, assignments, now)
+    rows = class_rows(root, assignments, now, rep=rep)
     names = sorted({q["assignment"] for q in rep.questions})
     scores = {a: [] for a in names}
     max_score: dict[str, float] = {}
