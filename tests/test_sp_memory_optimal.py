@@ -157,3 +157,22 @@ def test_reference_refuses_bad_shapes_before_any_collective():
         with pytest.raises(ValueError, match="3-D"):
             sp_column_linear(torch.randn(3, 6, dtype=torch.float64), w, b)
         assert sp_column_linear(torch.randn(2, 3, 6, dtype=torch.float64), w, b).shape == (2, 6, 4)
+
+
+class _Delegates(torch.autograd.Function):
+    """Wrong: hands the work to the course's reference inside its own Function."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        return tp_lab.SPColumnLinear.apply(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, None, None
+
+
+def test_launch_refuses_the_course_class_and_delegation():
+    with pytest.raises(GradingError, match="SPColumnLinear"):
+        probes.launch_sp_column(tp_lab.SPColumnLinear, 2, CASE2)
+    with pytest.raises(GradingError, match="SPColumnLinear"):
+        probes.launch_sp_column(_Delegates, 2, CASE2)

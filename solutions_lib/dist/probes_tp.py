@@ -19,11 +19,12 @@ Part D, the memory-optimal sequence-parallel entry `fn(x_shard, W_r, b_r)` (all-
 sequence, then the column-parallel product; Korthikanti et al. 2022, sec. 4.2.2), is measured
 from outside the student's code:
 
-    res = launch_graded(rank_fn, world, args=(case,))   # rank_fn calls run_sp_column(fn, ...)
+    res = launch_sp_column(SPColumnLinear, world, case)  # run_sp_column on every rank
     expect_sp_column_grads(res, world, case)            # output, dX, dW, db against one process
     expect_sp_column_saved(res, world, case)            # bytes kept for backward <= naive / t
     expect_sp_column_comm(res, world, case)             # 1 AG forward, 1 AG + 1 RS backward
-    expect_sp_layer_comm(layer_res, world, case)        # a whole SP layer: 6 AG + 4 RS
+    expect_sp_layer_comm(launch_sp_layer(SPColumnLinear, world, layer_case), world, layer_case)
+                                                        # a whole SP layer: 6 AG + 4 RS
 
 `SavedBytes` counts what the forward keeps for backward: the storages autograd's saved-tensor
 hooks see (`ctx.save_for_backward`, built-in ops) and tensors kept as attributes of a custom
@@ -35,8 +36,8 @@ import torch
 import torch.nn as nn
 
 __all__ = ["seq_linear_case", "seq_shard", "sum_shards", "expect_shape", "SavedBytes", "run_sp_column",
-           "run_sp_layer", "expect_sp_column_grads", "expect_sp_column_saved", "expect_sp_column_comm",
-           "expect_sp_layer_comm"]
+           "run_sp_layer", "launch_sp_column", "launch_sp_layer", "expect_sp_column_grads",
+           "expect_sp_column_saved", "expect_sp_column_comm", "expect_sp_layer_comm"]
 
 
 def seq_linear_case(seed: int, sizes, batch: int = 2, seq_len: int = 4, bias: bool = True,
@@ -197,6 +198,51 @@ def run_sp_column(fn, rank: int, world: int, case: dict, forbidden=()) -> dict:
             (y * w_r).sum().backward()
     return dict(y=y.detach(), xg=xin.grad, wg=weight.grad, bg=None if bias is None else bias.grad,
                 saved=saved.total, naive=_naive_saved_bytes(xin, weight, bias), fwd=by_kind(fwd), bwd=by_kind(bwd))
+
+
+def _forbidden() -> tuple:
+    """What an SPColumnLinear answer may not call: the course's TP/SP code and torch's
+    differentiable collectives."""
+    import torch.distributed.nn.functional as dist_nn_f
+
+    from .. import parallel
+    from . import tensor_parallel, tp_lab
+
+    return (tensor_parallel, tp_lab, parallel, dist_nn_f)
+
+
+def _sp_column_rank(rank: int, world: int, fn, case: dict) -> dict:
+    return run_sp_column(fn, rank, world, case, _forbidden())
+
+
+def _sp_layer_rank(rank: int, world: int, fn, case: dict) -> dict:
+    return run_sp_layer(fn, rank, world, case)
+
+
+def _own(cls) -> None:
+    from ..grading import expect_own
+    from . import tensor_parallel, tp_lab
+
+    expect_own(cls, "SPColumnLinear", tensor_parallel._SPColumnLinear, tp_lab.SPColumnLinear)
+
+
+def launch_sp_column(cls, world: int, case: dict) -> list[dict]:
+    """`cls` (the student's Function) is not the course's; then `run_sp_column(cls.apply, ...)`
+    on `world` ranks with the course's TP/SP code forbidden (`launch_graded`: a GradingError on
+    a rank is one in the notebook). The ranks' result dicts, in rank order."""
+    from .graded import launch_graded
+
+    _own(cls)
+    return launch_graded(_sp_column_rank, world, args=(cls.apply, case))
+
+
+def launch_sp_layer(cls, world: int, case: dict) -> list[dict]:
+    """`run_sp_layer(cls.apply, ...)` on `world` ranks: the course's SP layer with `cls` as both
+    column-parallel entries (`case` as for `tp_lab.block_case`)."""
+    from .graded import launch_graded
+
+    _own(cls)
+    return launch_graded(_sp_layer_rank, world, args=(cls.apply, case))
 
 
 def _tag(world: int, case: dict) -> str:
