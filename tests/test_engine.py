@@ -219,7 +219,7 @@ def test_killed_worker_loses_nothing_and_misdeployed_worker_refuses(cluster, tmp
     bad_pid = why.split(" ")[0]
     assert all(r.worker != bad_pid for r in run.runs)
     total = {s: sum(r.score for r in run.runs if r.student == s) for s in CLASS}
-    assert total == {"s1_solved": 5.0, "s2_blank": 0.0, "s3_half": 5.0}, total   # auto points (written: a person)
+    assert total == {"s1_solved": 6.0, "s2_blank": 0.0, "s3_half": 5.0}, total   # auto points (written: a person)
     views = gradebook_view(head, CLASS)
     assert all(n[1] == "graded" for s in CLASS for n in views[s]["results"])
 

@@ -367,9 +367,25 @@ def grade_class(root, assignment: str, students: list[str] | None = None, worker
     return result
 
 
+def _completed(futures: list, wait, poll_s: float = 5.0):
+    """Each future once, as it finishes. `distributed.wait` with a timeout, not `as_completed`:
+    the futures' own states are looked at every `poll_s`, so a missed notification (seen when a
+    second Client in this process closed while a worker died) cannot stall the head."""
+    pending = set(futures)
+    while pending:
+        try:
+            done, _ = wait(list(pending), timeout=poll_s, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        done |= {f for f in pending if f.status in ("finished", "error", "cancelled")}
+        for f in sorted(done, key=lambda f: str(f.key)):
+            pending.discard(f)
+            yield f
+
+
 def _run_tasks(client, tasks, settings, result: ClassRun, head_cfg, db_url, course_id, root, assignment, cells,
                local: bool, out) -> None:
-    from distributed import as_completed
+    from distributed import wait
     from nbgrader.api import Gradebook
 
     spec = {"settings": settings, "versions": engine_worker.versions()}
@@ -391,7 +407,7 @@ def _run_tasks(client, tasks, settings, result: ClassRun, head_cfg, db_url, cour
     bar = Progress(len(tasks), f"grading {assignment} on {len(good)} worker(s)")
     try:
         with Gradebook(db_url, course_id) as gb:
-            for f in as_completed(list(futs)):
+            for f in _completed(list(futs), wait):
                 t = futs[f]
                 ident = (t["student"], t["notebook"])
                 if ident in seen:
@@ -400,7 +416,10 @@ def _run_tasks(client, tasks, settings, result: ClassRun, head_cfg, db_url, cour
                 if f.status == "finished":
                     res = f.result()
                 else:
-                    e = f.exception()
+                    try:
+                        e = f.exception()
+                    except BaseException as x:  # noqa: BLE001  (a cancelled future raises here)
+                        e = x
                     res = {"student": t["student"], "notebook": t["notebook"], "status": "failed",
                            "reason": f"the cluster could not grade it: {type(e).__name__}: {e}"[:500]}
                 run = record(gb, head_cfg, db_url, root, assignment, res, cells[t["notebook"]])
@@ -434,6 +453,12 @@ def format_class(r: ClassRun) -> str:
             if x.log_tail:
                 lines.append("\n".join(x.log_tail.splitlines()[-8:]))
     return "\n".join(lines)
+
+
+def bench_class(out: Callable[[str], None] = print) -> bool:
+    """`bench class` (engine_bench.py): student-notebooks per second per worker, projected term."""
+    from .engine_bench import bench_class as bench
+    return bench(out)
 
 
 def main(argv=None) -> int:
