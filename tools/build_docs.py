@@ -58,7 +58,8 @@ def _mirror(files: dict[str, bytes], stage: Path, keep: tuple[str, ...] = ()) ->
 STAGE_MARK = ".tas-docs-stage"
 
 
-def stage_sources(stage: Path, assignments: list[str] | None, cache: Path, root: Path = ROOT, out=print) -> int:
+def stage_sources(stage: Path, assignments: list[str] | None, cache: Path, root: Path = ROOT, out=print,
+                  jobs: int = 1) -> int:
     """Fill `stage` as the module docstring says; the number of files written. Refuses a
     folder that holds files but is not a staging folder (it would delete them)."""
     if stage.is_dir() and any(stage.iterdir()) and not (stage / STAGE_MARK).is_file():
@@ -83,8 +84,7 @@ def stage_sources(stage: Path, assignments: list[str] | None, cache: Path, root:
     if unknown:
         raise SystemExit(f"unknown assignment(s) {', '.join(unknown)}: the release has {', '.join(theory)}")
     import nbformat
-    for a in wanted:
-        nb = docs_notebooks.executed(theory[a], cache, out=out)
+    for a, nb in zip(wanted, docs_notebooks.executed_all([theory[a] for a in wanted], cache, jobs=jobs, out=out)):
         files[f"theory/{a}.ipynb"] = nbformat.writes(nb).encode()
     files[STAGE_MARK] = b"made by tools/build_docs.py: its files are rewritten on every build\n"
     return _mirror(files, stage)
@@ -103,6 +103,9 @@ def main(argv=None) -> int:
     p.add_argument("--cache", type=Path, default=ROOT / "build" / "docs_cache",
                    help="executed notebooks (default build/docs_cache)")
     p.add_argument("--assignments", default="", help="comma-separated theory notebooks to render (default: all)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="kernels run at once for notebooks not in the cache (default 1: on a shared 2-core "
+                        "machine two were not faster)")
     a = p.parse_args(argv)
     out_dir = a.out.resolve()
     stage = (a.stage or out_dir.with_name(out_dir.name + "_src")).resolve()
@@ -112,7 +115,9 @@ def main(argv=None) -> int:
     wanted = [s.strip() for s in a.assignments.split(",") if s.strip()] or None
     t0 = time.monotonic()
     print(f"docs: executing the theory notebooks ({'all' if not wanted else ', '.join(wanted)})")
-    written = stage_sources(stage, wanted, a.cache.resolve())
+    if a.jobs < 1:
+        raise SystemExit(f"--jobs must be at least 1, not {a.jobs}")
+    written = stage_sources(stage, wanted, a.cache.resolve(), jobs=a.jobs)
     print(f"docs: {written} source file(s) changed in {stage}; sphinx-build -W into {out_dir}")
     os.environ["TAS_DOCS_REPO"] = str(ROOT)     # the solutions_lib that autodoc imports (conf.py)
     rc = sphinx_build(stage, out_dir, doctrees)

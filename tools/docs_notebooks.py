@@ -119,7 +119,6 @@ def execute(notebook: Path, timeout: int = CELL_TIMEOUT):
     nb.cells.append(nbformat.v4.new_code_cell(_MODULES_CELL))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBGRADER_EXECUTION", "MPLBACKEND")}
     env.update(PYTHONPATH=str(build_view().parent), PYTHONHASHSEED="0")
-    old = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="tas-docs-") as work:
         for p in Path(notebook).parent.iterdir():     # data files a notebook reads beside it
             if p.is_file() and p.suffix != ".ipynb":
@@ -128,13 +127,7 @@ def execute(notebook: Path, timeout: int = CELL_TIMEOUT):
                                 record_timing=False, shutdown_kernel="immediate",
                                 resources={"metadata": {"path": work}},
                                 extra_arguments=["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"])
-        os.environ.clear()
-        os.environ.update(env)
-        try:
-            client.execute()
-        finally:
-            os.environ.clear()
-            os.environ.update(old)
+        client.execute(env=env)      # the kernel's environment (this process's is left alone)
     last = nb.cells.pop()
     text = "".join(o.get("text", "") for o in last.outputs if o.get("output_type") == "stream")
     if "TAS-DOCS-MODULES " not in text:
@@ -144,20 +137,29 @@ def execute(notebook: Path, timeout: int = CELL_TIMEOUT):
     return nb, modules
 
 
+def _cached(notebook: Path, cache: Path):
+    """(name, the cached execution of `notebook` or None when there is none or it is stale)."""
+    name = f"{Path(notebook).parent.name}__{Path(notebook).stem}"
+    stored = Path(cache) / f"{name}.ipynb"
+    try:
+        rec = json.loads((Path(cache) / f"{name}.key.json").read_text())
+        if stored.is_file() and rec["key"] == cache_key(notebook, rec["modules"]):
+            return name, nbformat.read(stored, as_version=4)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return name, None
+
+
 def executed(notebook: Path, cache: Path, out=print):
     """`notebook` executed and filtered, from `cache` when its key matches (else run and stored)."""
     cache = Path(cache)
     cache.mkdir(parents=True, exist_ok=True)
-    name = f"{Path(notebook).parent.name}__{Path(notebook).stem}"
+    name, nb = _cached(notebook, cache)
+    if nb is not None:
+        out(f"  {name}: cached")
+        return nb
     stored = cache / f"{name}.ipynb"
     key_file = cache / f"{name}.key.json"
-    try:
-        rec = json.loads(key_file.read_text())
-        if stored.is_file() and rec["key"] == cache_key(notebook, rec["modules"]):
-            out(f"  {name}: cached")
-            return nbformat.read(stored, as_version=4)
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
     t0 = time.monotonic()
     nb, modules = execute(notebook)
     tmp = stored.with_suffix(".tmp")
@@ -169,3 +171,31 @@ def executed(notebook: Path, cache: Path, out=print):
     total = sum(1 for c in nb.cells if c.cell_type == "code")
     out(f"  {name}: executed in {time.monotonic() - t0:.0f} s, outputs kept for {kept} of {total} code cells")
     return nb
+
+
+def _run_one(notebook: str, cache: str) -> str:
+    lines: list[str] = []
+    executed(Path(notebook), Path(cache), out=lines.append)
+    return "\n".join(lines)
+
+
+def executed_all(notebooks: list[Path], cache: Path, jobs: int = 1, out=print) -> list:
+    """`executed` for each of `notebooks` (in order), running up to `jobs` kernels at once."""
+    cache = Path(cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    todo = [nb for nb in notebooks if _cached(nb, cache)[1] is None]
+    if jobs > 1 and len(todo) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for line in pool.map(_run_one, [str(p) for p in todo], [str(cache)] * len(todo)):
+                out(line)
+    results = []
+    for nb in notebooks:
+        name, node = _cached(nb, cache)
+        if node is None:                 # one job: run here, in order
+            node = executed(nb, cache, out=out)
+        elif nb not in todo:
+            out(f"  {name}: cached")
+        results.append(node)
+    return results
