@@ -8,6 +8,7 @@ theory chapter (`SUBSET`: a full build executes 13 notebooks, about 4 minutes on
 - every page the site promises is there (a missing page fails);
 - every internal link and resource of every built HTML file resolves to a built file, and each
   `#fragment` into a page names an id on that page (a broken link fails);
+- a kernel of the build has the reference answers withheld (a cell calling one shows nothing);
 - the theory chapter shows the student edition: the plots, no traceback, none of the source
   notebook's solution lines, the "output not shown" line where an answer is needed;
 - in headless Chromium (Debian's /usr/bin/chromium, as tests/test_browser.py): the front page,
@@ -317,3 +318,22 @@ def test_links_out_of_docs_become_api_pages_or_paths():
     got = repo_links.rewrite("[m](../solutions_lib/memory.py) [r](../README.md#x) [g](GRADING.md) "
                              "[o](../solutions_lib/bench.py)", {"memory"})
     assert got == ("[m](../api/memory.md) r (`README.md`) [g](GRADING.md) o (`solutions_lib/bench.py`)")
+
+
+def test_the_kernel_has_the_reference_answers_withheld(tmp_path):
+    """A cell that calls a reference answer cannot show its value: the kernel imports the
+    grading view, where the call gives a stand-in, and the filter drops the cell's output."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import docs_notebooks as dn
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import solutions_lib.schedules as s\nprint(repr(s.step_decay(10, 1.0, 5, 0.5)))"),
+        nbformat.v4.new_code_cell("print(float(s.step_decay(10, 1.0, 5, 0.5)))"),
+        nbformat.v4.new_code_cell("print(6 * 7)"),
+    ])
+    path = tmp_path / "probe" / "theory.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    out, modules = dn.execute(path, timeout=120)
+    shown = [[o.get("text") or o.get("data", {}).get("text/markdown") for o in c.outputs] for c in out.cells]
+    assert shown == [[dn.DROPPED], [dn.DROPPED], ["42\n"]], shown
+    assert "solutions_lib.schedules" in modules
