@@ -2,7 +2,7 @@
 real browser.
 
 One build per session, into a temporary folder: the whole site except that the book holds one
-theory chapter (`SUBSET`: a full build executes 13 notebooks, about 4 minutes on 2 cores, which
+theory chapter (`SUBSET`: a full build executes 13 notebooks, 6 min 41 s cold on 2 busy cores, which
 `make docs` does). The build runs with `-W`, so it passing means no Sphinx warning. Then:
 
 - every page the site promises is there (a missing page fails);
