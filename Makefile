@@ -10,14 +10,14 @@ export PATH := $(BIN):$(PATH)
 # pytest workers: the suite is sized for 2 cores.
 JOBS   ?= 2
 
-.PHONY: demo demo-all test lab student-kit release fmt coverage check venv clean
+.PHONY: demo demo-all test lab student-kit release fmt coverage check venv clean docs
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check "$(TORCH)" 2>&1 | grep -v "is ignored" || true
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v "is ignored" || true
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,docs]' 2>&1 | grep -v "is ignored" || true
 	$(PY) -c "import torch, nbgrader, solutions_lib"
 	touch $@
 
@@ -32,6 +32,10 @@ demo-all: venv
 ## the whole test suite
 test: venv
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=25
+
+## the documentation site: build/docs/index.html (theory notebooks executed once, then cached)
+docs: venv
+	$(PY) tools/build_docs.py
 
 ## JupyterLab on the student notebooks (release/); extra arguments: make lab ARGS="--allow-root --ip=0.0.0.0"
 ARGS ?=
