@@ -151,7 +151,10 @@ def start_student(gb, root: Path, assignment: str, plan: Plan, source_files: dic
     for nb, (name, data) in plan.graded.items():
         canonical = plan.folder / f"{nb}.ipynb"
         if name != canonical.name and not os.path.lexists(canonical):
-            canonical.write_bytes(data)
+            try:
+                canonical.write_bytes(data)
+            except OSError as e:   # a read-only submitted/ (collected by another user): graded all the same
+                plan.notes.append(f"could not file {name!r} as {canonical.name} in submitted/ ({e.strerror})")
     stamp = None
     if plan.timestamp:
         try:
