@@ -21,3 +21,11 @@ from solutions_lib.course.config import apply_course_config  # noqa: E402
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 apply_course_config(c, root=_root)
+
+# Late submissions (docs/term.md): a percentage of the notebook's score per started day after the
+# due date (`python -m solutions_lib late due A "2026-12-01 23:59 Europe/Paris"`), capped, after
+# a grace period; extensions with `python -m solutions_lib late extend`.
+c.AssignLatePenalties.plugin_class = "solutions_lib.course.term_late.PercentPerDayLate"
+c.PercentPerDayLate.percent_per_day = 10.0
+c.PercentPerDayLate.max_percent = 50.0
+c.PercentPerDayLate.grace_minutes = 15.0

@@ -9,6 +9,7 @@
   sandbox    what a grading kernel is held to on this machine (bubblewrap, rlimits, cgroup)
   autograde  autograde a class in parallel: one stock `nbgrader autograde --student` per student, N at a time
   bench      print measured-vs-predicted benchmarks (activation memory, all-reduce alpha-beta, DDP step time)
+  roster / late / export / class-report   course staff tools for a term (docs/term.md)
 """
 from __future__ import annotations
 
@@ -131,7 +132,19 @@ def cmd_sandbox(args) -> int:
     return 0 if sandbox_available()[0] or mode == "off" else 1
 
 
+#: Course staff tools (docs/term.md): each module parses its own arguments.
+TERM_TOOLS = {"roster": ("term_roster", "import the class roster CSV (names, emails) into the gradebook"),
+              "late": ("term_late", "due dates, extensions and late penalties (nbgrader's late plugin)"),
+              "export": ("term_export", "Canvas gradebook CSV and plain CSV (not graded stays blank)"),
+              "class-report": ("term_report", "the class report: one HTML file with plots")}
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in TERM_TOOLS:
+        from importlib import import_module
+        _quiet()
+        return import_module(f"solutions_lib.course.{TERM_TOOLS[argv[0]][0]}").main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m solutions_lib", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -182,6 +195,8 @@ def main(argv=None) -> int:
     c.add_argument("--all", action="store_true", help="every assignment (says how long first), not the sample")
     c.add_argument("--workers", type=int, help="notebooks graded at once (default: the number of CPUs)")
     c.set_defaults(func=cmd_demo)
+    for name, (_, text) in TERM_TOOLS.items():
+        sub.add_parser(name, help=text, add_help=False)  # listed in --help; dispatched above
     args = p.parse_args(argv)
     return args.func(args)
 

@@ -152,10 +152,12 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
 
     from .feedback import HideHiddenTests
     from .neutralise import NeutraliseStudentContent, insert_neutraliser
+    from .term_feedback import MarkAwaitingGrader
     # Student HTML and scripts made inert (neutralise.py), in the feedback and, below, in the
-    # autograded notebook that the Formgrader renders.
+    # autograded notebook that the Formgrader renders; a written answer not graded yet says so
+    # (term_feedback.py) instead of showing 0.
     c.GenerateFeedback.preprocessors = [GetGrades, NeutraliseStudentContent, HideHiddenTests,
-                                        CSSHTMLHeaderPreprocessor]
+                                        MarkAwaitingGrader, CSSHTMLHeaderPreprocessor]
     # The grader re-checks each test cell's check records outside the kernel (integrity.py).
     from nbgrader.converters import Autograde
 
@@ -195,3 +197,7 @@ def apply_course_config(c, root: str, cell_timeout: int = CELL_TIMEOUT_S) -> Non
             enable_sandbox(c, root, file_bytes=KERNEL_FILE_BYTES)
         else:
             c.CourseExecute.unsandboxed_refusal = refusal(mode, why)
+    # The rubric of each written answer, from source/, beside it in the Formgrader (never in the
+    # feedback): term_rubric.py.
+    from .term_rubric import enable_rubrics
+    enable_rubrics(c, root)
