@@ -50,7 +50,7 @@ def bench_class(out: Callable[[str], None] = print, workers: int | None = None) 
     notebook was graded and the solved students got full auto marks."""
     from . import notebooks as nbs
     from .engine import grade_class
-    from .grader import Course, make_course, solved_version
+    from .grader import Course, make_course, read_results, solved_version
     from .paths import course_root
 
     root = course_root()
@@ -70,6 +70,11 @@ def bench_class(out: Callable[[str], None] = print, workers: int | None = None) 
         t0 = time.perf_counter()
         run = grade_class(dest, BENCH_ASSIGNMENT, workers=workers, out=out)
         wall = time.perf_counter() - t0
+        lost = []   # what a solved student lost, and why (read before the course is deleted)
+        for s in sorted({r.student for r in run.runs}):
+            for nb in read_results(dest, BENCH_ASSIGNMENT, s).notebooks:
+                lost += [f"{s}/{nb.name} {c.grade_id}: {'; '.join(c.messages)[:160] or nb.detail}"
+                         for c in nb.cells if c.kind == "tests" and c.status == "fail"]
     graded = [r for r in run.runs if r.status == "graded"]
     ok = len(graded) == STUDENTS * len(names) and all(r.score >= r.max_score for r in graded)
     if not graded:
@@ -89,4 +94,9 @@ def bench_class(out: Callable[[str], None] = print, workers: int | None = None) 
     out(f"  load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine inflates the rate)")
     if not ok:
         out("  FAILED: not every bench notebook was graded to full auto marks")
+        for line in lost:
+            out(f"    {line}")
+        for r in run.runs:
+            if r.status != "graded":
+                out(f"    {r.student}/{r.notebook}: {r.status}: {r.reason}")
     return ok
