@@ -7,7 +7,9 @@
   fmt        normalise the source notebooks (no outputs, stable JSON); --check only reports
   scan       flag suspicious code in submitted notebooks for manual review
   sandbox    what a grading kernel is held to on this machine (bubblewrap, rlimits, cgroup)
-  autograde  autograde a class in parallel: one stock `nbgrader autograde --student` per student, N at a time
+  autograde  autograde a class in parallel on this host: one stock `nbgrader autograde --student` per student
+  grade      grade a class on Dask (a LocalCluster, or --scheduler tcp://HOST:PORT for several machines):
+             one task per student-notebook, one gradebook (docs/engine.md)
   bench      print measured-vs-predicted benchmarks (activation memory, all-reduce alpha-beta, DDP step time)
   roster / late / export / class-report   course staff tools for a term (docs/term.md)
 """
@@ -109,6 +111,16 @@ def cmd_autograde(args) -> int:
                 timeout=args.timeout_per_student, shard=args.shard, claim_run=args.claim)
 
 
+def cmd_grade(args) -> int:
+    from .course.engine import main
+
+    argv = [args.assignment] + (["--workers", str(args.workers)] if args.workers else []) \
+        + (["--scheduler", args.scheduler] if args.scheduler else []) \
+        + (["--student", *args.student] if args.student else []) \
+        + (["--root", args.root] if args.root else []) + (["--timeout", str(args.timeout)] if args.timeout else [])
+    return main(argv)
+
+
 def cmd_student_kit(args) -> int:
     from pathlib import Path
 
@@ -185,6 +197,16 @@ def main(argv=None) -> int:
     c.add_argument("--claim", metavar="RUN", help="share the class with the other hosts started with the same "
                    "RUN name: each student is claimed in the shared gradebook before grading")
     c.set_defaults(func=cmd_autograde)
+    c = sub.add_parser("grade", help="grade a class on Dask: one task per student-notebook, one gradebook "
+                       "(several machines: --scheduler; docs/engine.md)")
+    c.add_argument("assignment")
+    c.add_argument("--workers", type=int, help="Dask workers (default: the number of CPUs; with --scheduler: "
+                   "wait for this many)")
+    c.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="grade on an existing Dask cluster (docs/engine.md)")
+    c.add_argument("--student", action="extend", nargs="+", help="grade only these students")
+    c.add_argument("--root", help="course root (default: $TAS_COURSE_ROOT or this repository)")
+    c.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds one student-notebook may take")
+    c.set_defaults(func=cmd_grade)
     c = sub.add_parser("student-kit", help="build the student edition wheel (no reference answers) into OUT_DIR")
     c.add_argument("out_dir")
     c.add_argument("--assignments", help="comma-separated: write the visible tests' values of these only (default: all)")

@@ -31,6 +31,9 @@ notebooks
         every solved source notebook top to bottom in a plain kernel (course_times.py): seconds per
         notebook and its slowest cells, against 30 s each and 6 min for the course. Not in the
         default set (minutes); `--assignments` picks some.
+class   the grading engine (course/engine.py): a LocalCluster of 2 workers grades 3 solved students
+        of 05_communication; student-notebooks per second per worker and the projected time for
+        150 students x 11 assignments on 1, 2, 4 and 8 workers. Not in the default set (minutes).
 gqa     07 exercises_2 Part E: Llama 2 70B's KV cache with and without grouped queries, a packed
         batch's scores against padding and a block mask, checked against SDPA.
 parallel
@@ -119,6 +122,12 @@ def ddp(out=print, **config) -> bool:
     out(f"goal: bucketed within {DDP_GOAL:.0%} of torch DDP -> {'met' if ok else 'NOT met'} "
         f"(best bucketed/torch = {best:.3f}; a shared machine moves this by several %, run it a few times)")
     return ok
+
+
+def class_(out=print) -> bool:
+    from .course.engine import bench_class
+
+    return bench_class(out)
 
 
 def grading(out=print, assignments=None, baseline=False) -> bool:
@@ -266,7 +275,7 @@ def prose(out=print) -> bool:
 
 
 BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel,
-           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose, "gqa": gqa, "notebooks": notebooks, "dedup": dedup, "planner": planner,
+           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose, "gqa": gqa, "notebooks": notebooks, "dedup": dedup, "planner": planner, "class": class_,
            "published": published, "capstone": capstone}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 
