@@ -34,6 +34,9 @@ notebooks
 class   the grading engine (course/engine.py): a LocalCluster of 2 workers grades 3 solved students
         of 05_communication; student-notebooks per second per worker and the projected time for
         150 students x 11 assignments on 1, 2, 4 and 8 workers. Not in the default set (minutes).
+exp_roof
+        07 exercises_2 D4: attention's three roofs (matmul, memory, exponentials on the SFUs) on an
+        H100 SXM, and the head dims below which the exponentials bind.
 gqa     07 exercises_2 Part E: Llama 2 70B's KV cache with and without grouped queries, a packed
         batch's scores against padding and a block mask, checked against SDPA.
 parallel
@@ -122,6 +125,12 @@ def ddp(out=print, **config) -> bool:
     out(f"goal: bucketed within {DDP_GOAL:.0%} of torch DDP -> {'met' if ok else 'NOT met'} "
         f"(best bucketed/torch = {best:.3f}; a shared machine moves this by several %, run it a few times)")
     return ok
+
+
+def exp_roof(out=print) -> bool:
+    from .attention_roofs import bench_exp_roof
+
+    return bench_exp_roof(out=out)
 
 
 def class_(out=print) -> bool:
@@ -275,7 +284,7 @@ def prose(out=print) -> bool:
 
 
 BENCHES = {"cheat": cheat, "studentkit": studentkit, "mutants": mutants, "memory": memory, "comms": comms, "ddp": ddp, "grading": grading, "fairness": fairness, "attention": attention, "parallel": parallel,
-           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose, "gqa": gqa, "notebooks": notebooks, "dedup": dedup, "planner": planner, "class": class_,
+           "moe": moe, "fp8": fp8, "triton": triton, "prose": prose, "gqa": gqa, "notebooks": notebooks, "dedup": dedup, "planner": planner, "class": class_, "exp_roof": exp_roof,
            "published": published, "capstone": capstone}
 DEFAULT = ["memory", "comms", "ddp"]  # grading and fairness take minutes to hours, attention up to a minute on CPU: ask for them by name
 

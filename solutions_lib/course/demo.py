@@ -73,6 +73,7 @@ NOTEBOOK_SECONDS = {
     "11_model_parallel/theory": 5.0, "11_model_parallel/exercises_1_tensor_sequence": 14.0,
     "11_model_parallel/exercises_2_pipeline_context": 13.0, "11_model_parallel/exercises_3_fsdp_sharded_optimizer": 15.0,
     "11_model_parallel/exercises_4_comm_bound": 10.0, "11_model_parallel/exercises_5_torch_apis": 9.0,
+    "11_model_parallel/exercises_6_vocab_dropout": 10.0,
     # measured under load by the notebooks' authors (2026-11-27), to be replaced by this machine's own
     "12_experts_fp8_triton/theory": 8.0, "12_experts_fp8_triton/exercises_1_moe_ep": 10.0,
     "12_experts_fp8_triton/exercises_2_fp8": 10.0, "12_experts_fp8_triton/exercises_3_triton": 18.0,

@@ -24,19 +24,18 @@ DEBT: dict[str, int] = {
     "06_compute_scaling/exercises": 97,
     "06_compute_scaling/theory": 4,
     "07_numerics_attention/exercises": 95,
-    "07_numerics_attention/exercises_2_flash_attention": 79,
+    "07_numerics_attention/exercises_2_flash_attention": 67,
     "08_data_checkpoints/exercises": 402,
     "09_debugging_cost/exercises": 196,
-    "09_debugging_cost/exercises_2_profiling": 218,
+    "09_debugging_cost/exercises_2_profiling": 119,
     "09_debugging_cost/theory": 17,
     "10_distributed_lab/exercises_1_ddp": 87,
     "10_distributed_lab/exercises_2_zero_fsdp": 188,
     "10_distributed_lab/exercises_3_training_script": 30,
-    "11_model_parallel/exercises_1_tensor_sequence": 486,
+    "11_model_parallel/exercises_1_tensor_sequence": 460,
     "11_model_parallel/exercises_2_pipeline_context": 413,
     "11_model_parallel/exercises_3_fsdp_sharded_optimizer": 657,
-    "11_model_parallel/exercises_4_comm_bound": 125,
-    "11_model_parallel/theory": 48,
+    "11_model_parallel/theory": 21,
 }
 
 
