@@ -10,14 +10,14 @@ import os
 import sys
 
 _root = os.path.dirname(os.path.abspath(__file__))
-# nbgrader runs `alembic` from PATH when it creates a gradebook, and jupyter_client the kernel:
-# with this interpreter's bin/ first, a bare `.venv/bin/nbgrader` works without an activated venv
-_bin = os.path.dirname(sys.executable)
-if os.environ.get("PATH", "").split(os.pathsep)[:1] != [_bin]:
-    os.environ["PATH"] = os.pathsep.join([_bin] + [p for p in os.environ.get("PATH", "").split(os.pathsep) if p != _bin])
 sys.path.insert(0, _root)  # solutions_lib is importable even without `pip install -e .`
 
 from solutions_lib.course.config import apply_course_config  # noqa: E402
+from solutions_lib.course.grader import ensure_tools_on_path  # noqa: E402
+
+# nbgrader runs `alembic` from PATH when it creates a gradebook: a bare `.venv/bin/nbgrader`
+# then works without an activated venv
+ensure_tools_on_path()
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 apply_course_config(c, root=_root)
