@@ -16,7 +16,10 @@ ran shows there as 0. This report reads the gradebook and the autograded/ folder
 - `flags.csv`: every scanner finding (`scanner.py`) in every submitted notebook: student,
   assignment, notebook, cell, line, rule, snippet. A scanner flag asks for a human look; it
   changes no grade. Rule `check_records` marks a test cell the grader itself failed because
-  its checks left no record or a wrong one (integrity.py; cell = its grade_id).
+  its checks left no record or a wrong one (integrity.py; cell = its grade_id). Rule
+  `copied_library` marks an answer whose function or class is mostly code of `solutions_lib`
+  (a reference, or a course copy students hold), rule `similar_answers` two students whose
+  versions of one answer cell are mostly the same code (`copycheck.py`; snippet: with what).
 """
 from __future__ import annotations
 
@@ -24,10 +27,11 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import copycheck
 from .config import gradebook_url
 from .grader import NotebookResult, read_results
 from .intake import intake_problem
-from .scanner import Finding, scan_file
+from .scanner import Finding, read_notebook, release_for, scan_file
 
 QUESTION_FIELDS = ["student", "assignment", "notebook", "grade_id", "kind", "points", "max_points", "status",
                    "flags", "detail"]
@@ -114,6 +118,7 @@ def build_report(root: Path, students: list[str] | None = None, assignments: lis
         students = sorted(set(gb_students) | found)
     names = sorted(layout) if assignments is None else [a for a in assignments if a in layout]
     rep = Report()
+    answers: dict[tuple[str, str, str], dict[str, list]] = {}   # (assignment, notebook, grade_id) -> {student: units}
     for student in students:
         for a in names:
             sub_dir = submitted / student / a
@@ -121,7 +126,12 @@ def build_report(root: Path, students: list[str] | None = None, assignments: lis
             for nb_path in _notebooks(sub_dir):
                 if intake_problem(nb_path):  # refused at intake (link, FIFO, device, too big): never opened
                     continue
-                for f in scan_file(nb_path, root):
+                found = scan_file(nb_path, root)
+                for gid, units, copied in _copies(nb_path, root):
+                    answers.setdefault((a, nb_path.name, gid), {})[student] = units
+                    found += [Finding(gid, m.line, "copied_library",
+                                      f"{m.unit} is {m.shared:.0%} the code of {m.other}") for m in copied]
+                for f in found:
                     nb_flags.setdefault(nb_path.name, []).append(f)
                     rep.flags.append({"student": student, "assignment": a, "notebook": nb_path.name,
                                       "cell": f.cell, "line": f.line, "rule": f.rule, "snippet": f.snippet})
@@ -181,7 +191,44 @@ def build_report(root: Path, students: list[str] | None = None, assignments: lis
                 "manual_pending_points": _fmt(manual), "flags": len(all_flags),
                 "flag_rules": ";".join(sorted({f.rule for f in all_flags})),
                 "graded_in": ";".join(sorted({r.graded_in for r in by_nb.values() if r and r.graded_in}))})
+    _add_similar(rep, answers)
     return rep
+
+
+def _copies(nb_path: Path, root: Path) -> list[tuple[str, list, list]]:
+    """(grade_id, units, matches with solutions_lib) per answer cell of a submission; nothing
+    for a notebook the scanner cannot read (it reports that itself)."""
+    try:
+        nb = read_notebook(nb_path)
+        release = release_for(nb_path, root)
+    except Exception:  # noqa: BLE001  (CannotAnalyse and worse: the scanner's `unreadable` says why)
+        return []
+    out = []
+    for gid, src, given in copycheck.answer_cells(nb, release):
+        out.append((gid, copycheck.answer_units(src, given), copycheck.copied_library(src, given)))
+    return out
+
+
+def _add_similar(rep: Report, answers: dict) -> None:
+    """Flag pairs of students with mostly the same code in one answer cell, and count the flags
+    in their rows (a similarity is known only once the whole class has been read)."""
+    added: dict[tuple[str, str, str], int] = {}
+    for (a, nb_name, gid), by_student in sorted(answers.items()):
+        for student, m in copycheck.similar_answers(by_student):
+            rep.flags.append({"student": student, "assignment": a, "notebook": nb_name, "cell": gid,
+                              "line": m.line, "rule": "similar_answers",
+                              "snippet": f"{m.unit} is {m.shared:.0%} the code of {m.other}"})
+            added[student, a, nb_name] = added.get((student, a, nb_name), 0) + 1
+    if not added:
+        return
+    for row in rep.students:
+        n = sum(v for (s, a, _), v in added.items() if (s, a) == (row["student"], row["assignment"]))
+        if n:
+            row["flags"] += n
+            row["flag_rules"] = ";".join(sorted({*filter(None, row["flag_rules"].split(";")), "similar_answers"}))
+    for row in rep.questions:
+        if (row["student"], row["assignment"], row["notebook"]) in added:
+            row["flags"] = ";".join(sorted({*filter(None, row["flags"].split(";")), "similar_answers"}))
 
 
 def _write(path: Path, fields: list[str], rows: list[dict]) -> None:
