@@ -11,11 +11,57 @@ with these functions in place of the student's earlier answers::
 A kit module, not withheld (course/withheld_view.py): the test cells forbid calling it from the
 answers they grade (`forbidden_except`), so it is no shortcut. Each function is the reference
 arithmetic without the argument checks; tests/test_upstream.py compares them with the references.
+
+**The student edition** (course/student_kit.py) ships no copy of the answers in `STUDENT_OWN`:
+those are used only in the notebook where the student writes them, so there `upstream.<name>`
+is an `OwnAnswer` that calls the student's own `<name>`, and `swapped` leaves the student's own
+in place (a slip upstream may then cost more than one cell in the student's own Validate; the
+grade, which the instructor's full copy computes, is unaffected). The other copies are used by
+later notebooks, which have no answer of that name, and stay (docs/THREAT_MODEL.md).
 """
 from __future__ import annotations
 
 import contextlib
 import math
+
+
+#: Copies that only the notebook whose student writes them uses (course/student_kit.py leaves
+#: them out of the student edition; tests/test_upstream_edition.py checks that rule).
+STUDENT_OWN = ("steps_from_fraction", "wsd", "scale_lr", "fit_schedule_to_budget", "two_batch_noise_scale",
+               "bucket_plan", "minhash_signature", "young_interval", "arithmetic_intensity", "chinchilla_optimal",
+               "quality_flags", "labels_shifted", "mask_is_causal", "layer_activation_bytes")
+
+
+class OwnAnswer:
+    """The student edition's stand-in for a course copy in `STUDENT_OWN`: calling it calls the
+    notebook's own function of that name (the student's answer); `swapped` skips it."""
+
+    def __init__(self, name: str):
+        self.__name__ = self.__qualname__ = name
+
+    def __repr__(self):
+        return f"<your own {self.__name__}: the student edition has no course copy of it>"
+
+    def __call__(self, *args, **kwargs):
+        fn = _notebook_namespace().get(self.__name__)
+        if fn is None or isinstance(fn, OwnAnswer) or not callable(fn):
+            raise NameError(f"upstream.{self.__name__}: the student edition has no course copy of "
+                            f"{self.__name__}; run the cell that defines your own {self.__name__} first "
+                            "(the checks use it in place of the course's copy)")
+        return fn(*args, **kwargs)
+
+
+def _notebook_namespace() -> dict:
+    """The running notebook's globals (IPython's user namespace), else __main__'s."""
+    try:
+        from IPython import get_ipython
+        ip = get_ipython()
+    except ImportError:      # pragma: no cover
+        ip = None
+    if ip is not None:
+        return ip.user_ns
+    import __main__
+    return vars(__main__)
 
 
 def steps_from_fraction(total_steps, fraction):
@@ -287,13 +333,16 @@ ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch
 
 def forbidden_except(*allowed) -> tuple:
     """The functions of this module that an answer may not call, except `allowed` (the
-    upstream answers a test cell swaps in): pass them to `grading.no_delegation`."""
-    return tuple(f for f in ANSWERS if f not in allowed)
+    upstream answers a test cell swaps in): pass them to `grading.no_delegation`. (An
+    `OwnAnswer` of the student edition calls the student's own code: nothing to forbid.)"""
+    return tuple(f for f in ANSWERS if f not in allowed and not isinstance(f, OwnAnswer))
 
 
 @contextlib.contextmanager
 def swapped(namespace: dict, **replacements):
-    """Bind `replacements` in `namespace` (a notebook's globals()) for the block, then restore."""
+    """Bind `replacements` in `namespace` (a notebook's globals()) for the block, then restore.
+    An `OwnAnswer` (student edition) is skipped: the student's own function stays."""
+    replacements = {k: v for k, v in replacements.items() if not isinstance(v, OwnAnswer)}
     missing = object()
     saved = {k: namespace.get(k, missing) for k in replacements}
     namespace.update(replacements)

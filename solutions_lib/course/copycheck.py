@@ -233,3 +233,44 @@ def _text(source) -> str:
     if isinstance(source, list) and all(isinstance(s, str) for s in source):
         return "".join(source)
     return ""
+
+
+def kit_copies(files: dict[str, str], notebooks: list[Path]) -> list[tuple[str, str, str, str, float]]:
+    """Answers of the course that `files` ({path in the package: text}, e.g. the student
+    edition's) hold a copy of: (notebook, answer grade_id, answer unit, kit unit, shared) for
+    each answer unit of the solved `notebooks` (source/ paths) that matches a unit of `files`."""
+    from . import notebooks as nbs
+
+    kit = []
+    for rel, text in sorted(files.items()):
+        module = ".".join(("solutions_lib", *Path(rel).with_suffix("").parts)).removesuffix(".__init__")
+        kit += [u for u in units_of(text, module + ".") if len(u.runs) >= MIN_SHARED]
+    index: dict[int, list[int]] = {}
+    for i, u in enumerate(kit):
+        for r in u.runs:
+            index.setdefault(r, []).append(i)
+    out = []
+    for path in notebooks:
+        path = Path(path)
+        release = path.parents[2] / "release" / path.parent.name / path.name
+        given = {g: s for g, s, _ in _cells(json_of(release))} if release.exists() else {}
+        for gid, src, solution in _cells(json_of(path)):
+            if not solution:
+                continue
+            for u in answer_units(nbs.strip_solution_markers(src), given.get(gid, "")):
+                if len(u.runs) < MIN_SHARED:
+                    continue
+                counts: dict[int, int] = {}
+                for r in u.runs:
+                    for i in index.get(r, ()):
+                        counts[i] = counts.get(i, 0) + 1
+                best = max(((n / min(len(u.runs), len(kit[i].runs)), kit[i].name) for i, n in counts.items()
+                            if n >= MIN_SHARED), default=None)
+                if best and best[0] >= THRESHOLD:
+                    out.append((f"{path.parent.name}/{path.stem}", gid, u.name, best[1], round(best[0], 3)))
+    return out
+
+
+def json_of(path: Path) -> dict:
+    import json
+    return json.loads(Path(path).read_text(encoding="utf-8"))

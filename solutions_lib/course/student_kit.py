@@ -14,10 +14,11 @@ What the wheel holds:
 - every answer in `withheld_view.WITHHELD` replaced *in the files* by a stand-in
   (`withheld.Withheld`): the source of the answer is not in the wheel, and using it raises
   `WithheldError` "... is a reference answer of the course and is not in the student edition".
-  Private helpers that only those answers used are removed too. The course's copies of earlier
-  answers in `solutions_lib.upstream` stay: later parts are built on them (docs/GRADING.md
-  rule 6), so a student holds the answers of the parts that a later part builds on (listed in
-  docs/THREAT_MODEL.md);
+  Private helpers that only those answers used are removed too. Of the course's copies of
+  earlier answers in `solutions_lib.upstream` (docs/GRADING.md rule 6), those in
+  `upstream.STUDENT_OWN` are replaced by `upstream.OwnAnswer` stand-ins that call the
+  student's own function; the others stay, because later notebooks are built on them, so a
+  student holds those answers (listed in docs/THREAT_MODEL.md);
 - `solutions_lib/_visible/<assignment>.json`: the expected values of the *visible* tests that
   compare with a reference (`expect_close(mine(x), ref.f(x), what)`), written at build time by
   the trusted run of the instructor's solution. In the student's kernel such a check finds its
@@ -100,10 +101,52 @@ def package_files(withheld: dict[str, tuple[str, ...]] | None = None) -> dict[st
             text = withheld_source(module, text, withheld[module])
             others = "\n".join(t for r, t in texts.items() if r != rel)
             text = _strip_unused_private(text, others)
+        if module == "upstream":
+            text = own_answers_source(text)
         out[rel] = text
     out[EDITION_FILE] = 'EDITION = "student"\n'
     out["__main__.py"] = STUDENT_MAIN
     return out
+
+
+#: Answers the student edition still holds a copy of (course/copycheck.kit_copies finds them;
+#: tests/test_upstream_edition.py fails on any other): (notebook, answer grade_id) -> why it ships.
+KNOWN_COPIES = {
+    ("07_numerics_attention/exercises_2_flash_attention", "saved_bytes"):
+        "attention.saved_tensor_bytes: 07 exercises hands it out as a measuring tool",
+    ("11_model_parallel/exercises_1_tensor_sequence", "parallel_linear"):
+        "dist.tp_lab: the course's layers that later parts of 11 ex1 run under the student's own",
+    ("12_experts_fp8_triton/exercises_1_moe_ep", "top_k_route"):
+        "probes_moe.course_top_k_route: the router that the expert-parallel cells run in place of the student's",
+    ("13_capstone/exercises", "capstone_pieces"):
+        "dist.probes_capstone: group-aware copies of the capstone's pieces, swapped in so one slip costs one cell",
+    ("13_capstone/exercises", "capstone_trainer"):
+        "dist.probes_capstone.CourseStage: the stage the trainer cell runs when the student's pieces fail",
+}
+
+
+def answer_copies() -> list[tuple[str, str, str, str, float]]:
+    """(notebook, answer grade_id, answer unit, kit unit, shared) for every answer of the course
+    whose code the student edition holds (copycheck.kit_copies over package_files())."""
+    from .copycheck import kit_copies
+    from .paths import course_root
+
+    return kit_copies(package_files(), sorted((course_root() / "source").glob("*/*.ipynb")))
+
+
+def own_answers_source(source: str) -> str:
+    """upstream.py with each function in STUDENT_OWN replaced by `name = OwnAnswer("name")`."""
+    from ..upstream import STUDENT_OWN
+
+    tree = ast.parse(source)
+    done = set()
+    for i, node in enumerate(tree.body):
+        if isinstance(node, ast.FunctionDef) and node.name in STUDENT_OWN:
+            tree.body[i] = ast.parse(f"{node.name} = OwnAnswer({node.name!r})").body[0]
+            done.add(node.name)
+    if done != set(STUDENT_OWN):
+        raise ValueError(f"upstream.py defines no top-level {sorted(set(STUDENT_OWN) - done)}")
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
 # ---------------------------------------------------------------- visible expected values
