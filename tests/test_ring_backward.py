@@ -84,7 +84,7 @@ def _no_return_hop(q, k, v, o, lse, do, causal=False):
         dq += (dS @ kv[0]) * scale
         dkv[0] += (dS.transpose(-2, -1) @ q) * scale
         if j < p - 1:
-            t, out = torch.cat([kv, dkv]).contiguous(), None
+            t = torch.cat([kv, dkv]).contiguous()
             out = torch.empty_like(t)
             w = dist.isend(t, (rank + 1) % p)
             dist.recv(out, (rank - 1) % p)
