@@ -148,7 +148,8 @@ def cmd_sandbox(args) -> int:
 TERM_TOOLS = {"roster": ("term_roster", "import the class roster CSV (names, emails) into the gradebook"),
               "late": ("term_late", "due dates, extensions and late penalties (nbgrader's late plugin)"),
               "export": ("term_export", "Canvas gradebook CSV and plain CSV (not graded stays blank)"),
-              "class-report": ("term_report", "the class report: one HTML file with plots")}
+              "class-report": ("term_report", "the class report: one HTML file with plots"),
+              "similarity": ("term_similarity", "side-by-side report of students' answer cells that share code")}
 
 
 def main(argv=None) -> int:
