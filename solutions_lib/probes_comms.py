@@ -20,6 +20,8 @@ calls, each timed on its own, the median returned) returns exactly `expected_med
 
 returns the rank's `CommCounter` summary, what `fn` returned and the medians it should have
 returned; the notebook checks them (ranks report, the notebook checks).
+`check_time_allreduce(time_allreduce)` launches both runs, a counted one on the real clock
+(`counted_run`) and the virtual-clock one, and makes the test cell's checks.
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ import statistics
 import time as _time
 from contextlib import contextmanager
 
-__all__ = ["PATTERN", "WARMUP_SECONDS", "expected_medians", "virtual_clock", "virtual_clock_run"]
+__all__ = ["PATTERN", "WARMUP_SECONDS", "check_time_allreduce", "counted_run", "expected_medians", "virtual_clock",
+           "virtual_clock_run"]
 
 #: Scripted durations of the timed calls of one size (seconds, times the size's index + 1):
 #: median 0.03, mean 0.12.
@@ -104,3 +107,56 @@ def virtual_clock_run(rank: int, world_size: int, fn, sizes, repeats: int, warmu
     except (TypeError, ValueError):
         got = None
     return comm.summary(), got, expected
+
+
+def counted_run(rank: int, world_size: int, fn, sizes, repeats: int, warmup: int):
+    """Run `fn(rank, world_size, sizes, repeats, warmup)` on the real clock, counting its collectives
+    and watching that it does not call the reference (`solutions_lib.comms`). Returns (CommCounter
+    summary, [float(t) for t in fn's result])."""
+    import solutions_lib.comms as _ref
+    from .dist import CommCounter
+    from .grading import no_delegation
+
+    with CommCounter() as comm, no_delegation("time_allreduce", _ref):
+        out = fn(rank, world_size, list(sizes), repeats, warmup)
+    return comm.summary(), [float(t) for t in out]
+
+
+def _launched(run, fn, sizes, repeats, warmup, what):
+    from .dist import LaunchError, launch
+    from .grading import GradingError
+
+    try:
+        return launch(run, 2, args=(fn, sizes, repeats, warmup), timeout=60)
+    except LaunchError as e:
+        raise GradingError(f"running time_allreduce(rank, 2, {list(sizes)}, repeats={repeats}, warmup={warmup}) "
+                           f"{what} failed:\n{e}") from None
+
+
+def check_time_allreduce(time_allreduce) -> None:
+    """05 exercises, `time_allreduce` on 2 launched ranks: first counted on the real clock (per size
+    warmup + repeats all-reduces of exactly `size` bytes, a barrier per size, one positive time per
+    size), then on the virtual clock, where only the notebook's protocol (untimed warm-up, each
+    timed call alone, the median) returns `expected_medians`."""
+    from .grading import expect_between, expect_close, expect_equal
+
+    sizes = [1024, 65536]
+    for rank, (summary, out) in enumerate(_launched(counted_run, time_allreduce, sizes, 3, 1, "on 2 ranks")):
+        calls, nbytes = summary.get("all_reduce", (0, 0))
+        expect_equal(int(calls), 8, f"all_reduce calls on rank {rank} for 2 sizes, repeats=3, warmup=1",
+                     hint="Each size needs warmup + repeats all-reduces: (1 + 3) * 2 = 8.")
+        expect_equal(int(nbytes), sum(sizes) * 4, f"bytes all-reduced on rank {rank}",
+                     hint="Use a float32 tensor of size // 4 elements, so that it holds `size` bytes.")
+        expect_between(summary.get("barrier", (0, 0))[0], 2, None, f"dist.barrier calls on rank {rank} for 2 sizes",
+                       hint="Synchronise the ranks before the timed calls of each size.")
+        expect_equal(len(out), 2, f"time_allreduce on rank {rank} must return one time per size")
+        expect_between(out, 0, None, f"times time_allreduce returned on rank {rank}", unit="s",
+                       hint="Return positive times in seconds.")
+    vruns = _launched(virtual_clock_run, time_allreduce, sizes, 5, 2, "on a scripted clock")
+    for rank, (summary, out, expected) in enumerate(vruns):
+        expect_close(out if out is not None and len(out) == len(expected) else [float("nan")] * len(expected), expected,
+                     f"time_allreduce on rank {rank} under a scripted clock (warm-up calls 7 s; timed calls with median "
+                     f"0.03 s and mean 0.12 s, doubled for the second size)", rtol=1e-6, unit="s",
+                     hint="Per size: `warmup` untimed all-reduces, then `repeats` calls each timed on its own "
+                          "(dist.barrier(), then time.perf_counter() around the one call), and the median of those times. "
+                          "The mean gives 0.12 s, a timed warm-up or a loop timed as a whole another number.")
