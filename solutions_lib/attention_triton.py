@@ -29,7 +29,7 @@ import math
 
 import torch
 
-from .attention import _check_qkv, _check_same_dtype, _scale_for
+from .attention_inputs import _check_qkv, _check_same_dtype, _scale_for
 
 try:
     import triton

@@ -134,7 +134,7 @@ def exp_roof(out=print) -> bool:
 
 
 def class_(out=print) -> bool:
-    from .course.engine import bench_class
+    from .course.engine_bench import bench_class
 
     return bench_class(out)
 
@@ -263,7 +263,7 @@ def dedup(out=print) -> bool:
 def planner(out=print) -> bool:
     """The layout planner's options (interleaving, recompute, fp32 main grads, embedding and head,
     context parallelism, rank order): how the best layout of the course's examples moves."""
-    from .planner_terms import bench_planner_extras
+    from .planner_bench import bench_planner_extras
 
     return bench_planner_extras(out=out)
 

@@ -1131,7 +1131,7 @@ def _step_time_extras(layout, model, cluster, reshard_after_forward, v, rc, g, V
     t_head = 6.0 * V * h * T / (t * c * F) if V is not None else 0.0
     t_tp = 4 * l * _ring_allreduce(t, T * h * e / c, link["tp"]) * (1.5 if full else 1.0) if t > 1 else 0.0
     t_pp = 2 * (link["pp"][0] + T * h * e / c / link["pp"][1]) if p > 1 else 0.0
-    t_cp = l * _pt._cp_exposed_time(c, s, b, h, t, e, link["cp"], F, full)
+    t_cp = l * _pt._cp_exposed_time(c, s, b, h, t, e, link["cp"], F, full, cp_comm_compute_times)
     n_par = 12.0 * h * h * l / t + (V * h / t * (2 if p == 1 else 1) if V is not None else 0.0)
     # the gradient group is the d c ranks that hold the same weights: inter-node if either axis is
     dp_link = link["cp"] if (c > 1 and link["cp"] == inter) else link["dp"]

@@ -293,5 +293,6 @@ def test_bad_options_are_value_errors(kw):
 
 def test_bench_planner_extras_runs():
     lines = []
-    assert PT.bench_planner_extras(out=lines.append)
+    from solutions_lib.planner_bench import bench_planner_extras
+    assert bench_planner_extras(out=lines.append)
     assert any("chunks=2" in x for x in lines) and any("cp in" in x for x in lines)

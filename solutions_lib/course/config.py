@@ -17,13 +17,8 @@ CELL_TIMEOUT_S = 60
 #: Files never copied from source/ into release/ (nor from submissions).
 IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.orig", "*.rej"]
 
-#: Grading limits on what a submission can make the grader hold or write (issue 14):
-#: output kept per notebook (execute.py; past it a cell gets an OutputTooLarge error),
-#: largest file a submission may hold (intake.py refuses bigger ones, and links, FIFOs,
-#: sockets, devices), largest file one process of the sandboxed kernel may write (prlimit).
-OUTPUT_CAP_BYTES = 10 * 2**20
-MAX_SUBMISSION_FILE_BYTES = 50 * 2**20
-KERNEL_FILE_BYTES = 256 * 2**20
+#: Grading limits (issue 14): kept in limits.py, which the pipeline's modules import.
+from .limits import KERNEL_FILE_BYTES, MAX_SUBMISSION_FILE_BYTES, OUTPUT_CAP_BYTES  # noqa: E402,F401
 
 #: The repository holding this package: the instructor's course root (`nbgrader_config.py`).
 _REPO_ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))

@@ -302,7 +302,7 @@ def grade_class(root, assignment: str, students: list[str] | None = None, worker
     from nbgrader.api import Gradebook
     from nbgrader.coursedir import CourseDirectory
 
-    from .config import MAX_SUBMISSION_FILE_BYTES
+    from .limits import MAX_SUBMISSION_FILE_BYTES
     from .grader import ensure_tools_on_path
 
     ensure_tools_on_path()
@@ -459,12 +459,6 @@ def format_class(r: ClassRun) -> str:
             if x.log_tail:
                 lines.append("\n".join(x.log_tail.splitlines()[-8:]))
     return "\n".join(lines)
-
-
-def bench_class(out: Callable[[str], None] = print) -> bool:
-    """`bench class` (engine_bench.py): student-notebooks per second per worker, projected term."""
-    from .engine_bench import bench_class as bench
-    return bench(out)
 
 
 def main(argv=None) -> int:

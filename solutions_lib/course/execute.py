@@ -23,7 +23,7 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode
 
-from .config import OUTPUT_CAP_BYTES
+from .limits import OUTPUT_CAP_BYTES
 from .grader_side import GraderSideMixin
 
 CELL_RESERVE_BYTES = 64 * 2**10   # kept for each cell even once the notebook's cap is spent

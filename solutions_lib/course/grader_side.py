@@ -404,7 +404,7 @@ class GraderSideMixin:
         return cell
 
     def _same(self, gid: str, source: str) -> bool:
-        from .integrity import _same_source
+        from .cell_source import same_source as _same_source
         want = self.grader_side_sources.get(gid)
         return want is not None and _same_source(want, source)
 

@@ -31,7 +31,7 @@ import glob
 import os
 import stat
 
-from .config import MAX_SUBMISSION_FILE_BYTES
+from .limits import MAX_SUBMISSION_FILE_BYTES
 
 TIMESTAMP = "timestamp.txt"
 

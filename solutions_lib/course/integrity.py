@@ -42,6 +42,7 @@ import numpy as np
 from nbformat.v4 import new_output
 
 from ..grading import RECORD_MIME, between_failure, close_failure, same_value
+from .cell_source import same_source as _same_source
 from .trusted import records_of, trusted_records
 
 #: Cell metadata key holding the problem found in a test cell (read by report.py).
@@ -247,20 +248,6 @@ def _fail(cell, problem: str, tampering: bool) -> None:
                                    traceback=[f"GradingError: {problem}"]))
     if tampering:
         cell.metadata[METADATA_KEY] = problem
-
-
-def _code_lines(source: str) -> list[str]:
-    """The lines that matter for comparing two versions of a test cell: leading comments and
-    blank lines dropped (nbgrader puts a comment on a test cell it adds back), trailing spaces
-    ignored."""
-    lines = [ln.rstrip() for ln in source.strip().split("\n")]
-    while lines and (not lines[0] or lines[0].lstrip().startswith("#")):
-        lines.pop(0)
-    return lines
-
-
-def _same_source(a: str, b: str) -> bool:
-    return _code_lines(a) == _code_lines(b)
 
 
 def decide_notebook(nb, trusted_entry: dict) -> None:

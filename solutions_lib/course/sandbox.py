@@ -45,7 +45,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, List, Unicode, default
 
 from .cgroups import KernelCgroup, cgroup_support
-from .config import KERNEL_FILE_BYTES
+from .limits import KERNEL_FILE_BYTES
 
 #: /etc entries a Python/torch kernel needs (everything else in /etc stays hidden).
 ETC_WHITELIST = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "nsswitch.conf",

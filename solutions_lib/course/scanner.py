@@ -85,7 +85,7 @@ RULES = ("ipython_hook", "monkeypatch", "process_exit", "file_access", "subproce
          "tracing", "dynamic_code", "background", "edited_locked_cell", "unreadable")
 
 try:
-    from .config import MAX_SUBMISSION_FILE_BYTES as MAX_FILE_BYTES  # the intake's limit
+    from .limits import MAX_SUBMISSION_FILE_BYTES as MAX_FILE_BYTES  # the intake's limit
 except ImportError:  # pragma: no cover
     MAX_FILE_BYTES = 50 * 2**20
 MAX_CELLS = 5000            # cells analysed per notebook
