@@ -57,6 +57,7 @@ WITHHELD: dict[str, tuple[str, ...]] = {
     "dist.expert_parallel": ("ep_moe",),
     "dist.vocab_parallel": ("VocabParallelEmbedding", "vocab_parallel_cross_entropy"),
     "dist.tp_dropout": ("TPDropoutRNG",),
+    "dist.ring_backward": ("ring_attention_backward",),
     "attention_roofs": ("attention_time_roofs", "largest_exp_bound_head_dim"),
     "dist.fsdp": ("FSDP",),
     "dist.zero": ("ShardedOptimizer",),
