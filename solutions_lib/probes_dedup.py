@@ -198,3 +198,50 @@ def bench_exact_substring(out=print) -> bool:
         f"{sum(e - s for _, s, e in spans or []):,} tokens covered, {len(planted)} planted spans")
     out(f"  every pair of windows: {'stopped at the budget' if slow > STEP_BUDGET else f'{slow:,} steps'}")
     return fast <= STEP_BUDGET < slow
+
+
+# --------------------------------------------------- 08 part B: MinHash and near-duplicate inputs
+
+def jaccard_cases(seed: int, n: int = 40, vocab: int = 300) -> list[tuple[set, set, float]]:
+    """`n` pairs of 3-word shingle sets of two 80-word texts that share a random prefix (of 0 to 79
+    words), drawn from `seed`, with their exact Jaccard similarity: (A, B, J)."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(vocab)]
+    cases = []
+    for _ in range(n):
+        a = list(rng.choice(words, 80))
+        k = int(rng.integers(0, 80))
+        b = a[:k] + list(rng.choice(words, 80 - k))
+        A = {tuple(a[i:i + 3]) for i in range(78)}
+        B = {tuple(b[i:i + 3]) for i in range(78)}
+        cases.append((A, B, len(A & B) / len(A | B)))   # exact Jaccard
+    return cases
+
+
+def planted_near_duplicates(seed: int, n_texts: int = 25, n_planted: int = 5) -> tuple[list[str], list[tuple[int, int]]]:
+    """(texts, planted pairs): `n_texts` stdlib docstrings of 40 words or more, then `n_planted` edited
+    copies of some of them (every 20th word replaced, a sentence appended), each paired with its original."""
+    import collections
+    import functools
+    import inspect
+    import json
+    import shutil
+    import textwrap
+
+    rng = np.random.default_rng(seed)
+    base = []
+    for mod in (json, textwrap, functools, collections, shutil):
+        for name, obj in sorted(vars(mod).items()):
+            doc = inspect.getdoc(obj) if (inspect.isfunction(obj) or inspect.isclass(obj)) else None
+            if doc and len(doc.split()) >= 40 and doc not in base:
+                base.append(doc)
+    texts = [base[i] for i in rng.permutation(len(base))[:n_texts]]
+    planted = []
+    for _ in range(n_planted):
+        i = int(rng.integers(0, n_texts))
+        w = texts[i].split()
+        for k in range(int(rng.integers(0, 20)), len(w), 20):
+            w[k] = "zzz"
+        texts.append(" ".join(w) + " See also the notes.")
+        planted.append((i, len(texts) - 1))
+    return texts, planted
