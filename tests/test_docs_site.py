@@ -129,6 +129,16 @@ def test_every_promised_page_is_built(site):
     assert {p.stem for p in (site / "api").glob("*.html")} >= api
 
 
+def test_maths_is_rendered_by_the_sites_own_mathjax(site):
+    import re
+    pages = [p for p in site.rglob("*.html") if p.relative_to(site).parts[0] != "_static"]
+    srcs = {p: re.findall(r"<script[^>]*src=\"([^\"]*mathjax[^\"]*)\"", p.read_text(encoding="utf-8"), re.I) for p in pages}
+    assert srcs[site / "theory" / f"{SUBSET}.html"], "the theory chapter loads no MathJax"
+    for p, found in srcs.items():
+        assert all(src.endswith("_static/mathjax/tex-chtml.js") and "//" not in src for src in found), (p, found)
+    assert (site / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
 def test_every_internal_link_resolves(site):
     n = sum(len(_parse(p).urls) for p in site.rglob("*.html"))
     assert n > 500, f"only {n} links found in the built site: the parser is not reading it"

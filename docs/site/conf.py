@@ -34,8 +34,10 @@ author = "the course's authors"
 copyright = "2026, the course's authors"
 
 sys.path.insert(0, str(HERE))          # md_docstrings.py, repo_links.py: beside this file
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "md_docstrings",
-              "repo_links"]
+# sphinx-mathjax-offline: MathJax 3 copied into _static/ (the book renders its maths offline and
+# asks no CDN); its module name has hyphens, which importlib accepts
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
+              "md_docstrings", "repo_links"]
 root_doc = "index"
 exclude_patterns = ["README.md", "_build", "**/.ipynb_checkpoints", "**/__pycache__", ".tas-docs-stage"]
 
