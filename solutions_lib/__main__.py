@@ -107,8 +107,13 @@ def cmd_bench(args) -> int:
 def cmd_autograde(args) -> int:
     from .course.parallel import main
 
+    if args.shard or args.claim:
+        print("error: --shard and --claim are gone: several grading hosts now share a class through the "
+              "grading engine, `python -m solutions_lib grade A --scheduler tcp://HOST:PORT` (docs/engine.md)",
+              file=sys.stderr)
+        return 2
     return main(args.assignment, students=args.student, workers=args.workers, root=args.root,
-                timeout=args.timeout_per_student, shard=args.shard, claim_run=args.claim)
+                timeout=args.timeout_per_student)
 
 
 def cmd_grade(args) -> int:
@@ -193,10 +198,8 @@ def main(argv=None) -> int:
     c.add_argument("--root", help="course root (default: $TAS_COURSE_ROOT or this repository)")
     c.add_argument("--timeout-per-student", type=float, metavar="SECONDS",
                    help="kill a student's nbgrader run after this long (default: none)")
-    c.add_argument("--shard", metavar="K/N", help="grade share K of N of the class (several grading hosts, "
-                   "one shared gradebook: run 1/N .. N/N, one per host)")
-    c.add_argument("--claim", metavar="RUN", help="share the class with the other hosts started with the same "
-                   "RUN name: each student is claimed in the shared gradebook before grading")
+    c.add_argument("--shard", help=argparse.SUPPRESS)    # gone: says so and points to `grade`
+    c.add_argument("--claim", help=argparse.SUPPRESS)
     c.set_defaults(func=cmd_autograde)
     c = sub.add_parser("grade", help="grade a class on Dask: one task per student-notebook, one gradebook "
                        "(several machines: --scheduler; docs/engine.md)")

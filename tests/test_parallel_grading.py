@@ -203,3 +203,10 @@ def test_workers_share_out_the_cpus(monkeypatch):
     assert thread_env(4)["OMP_NUM_THREADS"] == "4" and thread_env(32)["MKL_NUM_THREADS"] == "1"
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert thread_env(4)["OMP_NUM_THREADS"] == "3"
+
+
+def test_shard_and_claim_are_gone_and_say_what_replaced_them(capsys):
+    from solutions_lib.__main__ import main
+    for flag in (["--shard", "1/2"], ["--claim", "exam-1"]):
+        assert main(["autograde", "A", *flag]) == 2
+        assert "python -m solutions_lib grade A --scheduler" in capsys.readouterr().err

@@ -6,9 +6,9 @@ a Unix socket in a temporary folder, a free port), and the course graded against
   `nbgrader autograde A --force` and by parallel autograde (every student at once):
   every cell's score identical to SQLite, no submission or grade row lost or doubled; then
   stock `generate_feedback`, `export` and the grade report, identical to the SQLite ones.
-- Two grading hosts, one class: two course roots on this machine sharing the PostgreSQL
-  gradebook and the submissions, each taking a share (`--shard K/2`) or claiming students as
-  it goes (`--claim RUN`): every student graded exactly once, none lost.
+- Several grading hosts share a class through the grading engine (course/engine.py,
+  tests/test_engine.py), which records every result in the head's one gradebook: the old
+  `--shard`/`--claim` hosts sharing a PostgreSQL gradebook are gone.
 
 The gradebook URL reaches a temporary course through TAS_DB_URL and TAS_DB_URL_ROOT
 (config.gradebook_url). Needs Debian's `postgresql` (initdb, pg_ctl) and `psycopg2-binary`
@@ -25,7 +25,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,7 +34,7 @@ import pytest
 from conftest import FIXTURE
 from solutions_lib.course import nbgrader_cmd
 from solutions_lib.course.grader import read_results
-from solutions_lib.course.parallel import autograde_class, shard_of
+from solutions_lib.course.parallel import autograde_class
 from solutions_lib.course.report import write_report
 from test_parallel_grading import BAD, CLASS, FRACTIONS, build_class
 
@@ -299,107 +298,3 @@ def test_feedback_export_and_report_identical(graded):
 @contextmanager
 def _nothing():
     yield
-
-
-# ------------------------------------------------------------------ two grading hosts, one class
-
-def _host_pair(pg, base: Path, db: str, extra_students: int = 0):
-    """Host A's course root (generated into a new PostgreSQL database, with the class) and host
-    B's: a clone of the course whose submitted/ is A's (a shared folder, as over NFS)."""
-    a, b = base / "host_a", base / "host_b"
-    build_class(a)
-    src = a / "submitted"
-    for i in range(extra_students):  # more students: copies of the solved / blank / half ones
-        model = list(FRACTIONS)[i % len(FRACTIONS)]
-        shutil.copytree(src / model, src / f"{model}_{i}")
-    (a / "gradebook.db").unlink()
-    url = pg.create_database(db)
-    shutil.copytree(a, b, ignore=shutil.ignore_patterns("submitted"))
-    (b / "submitted").symlink_to(src, target_is_directory=True)
-    with gradebook(url, a, b):
-        p = nbgrader(a, "generate_assignment", FIXTURE, "--force")  # once, on one host
-        assert p.returncode == 0, p.stdout + p.stderr
-    students = sorted(p.name for p in src.iterdir())
-    return a, b, url, students
-
-
-def _both(fn_a, fn_b):
-    res, errs = {}, []
-
-    def go(key, fn):
-        try:
-            res[key] = fn()
-        except BaseException as e:  # noqa: BLE001
-            errs.append(e)
-    threads = [threading.Thread(target=go, args=("a", fn_a)), threading.Thread(target=go, args=("b", fn_b))]
-    t = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errs:
-        raise errs[0]
-    return res["a"], res["b"], time.perf_counter() - t
-
-
-def _graded_where(a: Path, b: Path, students) -> dict[str, list[str]]:
-    return {s: [h for h, r in (("a", a), ("b", b)) if (r / "autograded" / s / FIXTURE).is_dir()]
-            for s in students}
-
-
-def _expected(graded, student: str):
-    """The SQLite baseline's view of a student (copies graded like their model)."""
-    model = next((m for m in CLASS if student == m or student.startswith(m + "_")), student)
-    return graded["sqlite_view"][model]
-
-
-@pytest.fixture(scope="module")
-def baseline(graded):
-    sqlite_root = graded["sqlite"][0]
-    return {"sqlite_view": view(sqlite_root)}
-
-
-def test_two_hosts_disjoint_shards(pg, baseline, tmp_path):
-    a, b, url, students = _host_pair(pg, tmp_path, "two_hosts_shard")
-    with gradebook(url, a, b):
-        ra, rb, wall = _both(lambda: autograde_class(a, FIXTURE, workers=1, shard=(1, 2)),
-                             lambda: autograde_class(b, FIXTURE, workers=1, shard=(2, 2)))
-        got_a, got_b = {r.student for r in ra}, {r.student for r in rb}
-        assert got_a.isdisjoint(got_b) and got_a | got_b == set(students), (got_a, got_b)
-        assert got_a == {s for s in students if shard_of(s, 2) == 1}
-        for s in students:
-            root = a if s in got_a else b
-            assert view(root, [s])[s] == _expected(baseline, s), s
-        assert set(row_counts(url)) == set(students)
-    print(f"two hosts, disjoint shards: {len(students)} students in {wall:.1f} s "
-          f"({len(got_a)} on A, {len(got_b)} on B)")
-
-
-def test_two_hosts_claim_students_as_they_go(pg, baseline, tmp_path):
-    """Both hosts start on the whole class with the same run name; each student is claimed in
-    the shared gradebook before it is graded: graded exactly once, by one host, none lost."""
-    a, b, url, students = _host_pair(pg, tmp_path, "two_hosts_claim", extra_students=4)
-    with gradebook(url, a, b):
-        ra, rb, wall = _both(lambda: autograde_class(a, FIXTURE, workers=2, claim_run="exam-1"),
-                             lambda: autograde_class(b, FIXTURE, workers=2, claim_run="exam-1"))
-        by_a = {r.student: r for r in ra}
-        by_b = {r.student: r for r in rb}
-        assert set(by_a) == set(by_b) == set(students)
-        mine_a = {s for s, r in by_a.items() if r.status != "elsewhere"}
-        mine_b = {s for s, r in by_b.items() if r.status != "elsewhere"}
-        assert mine_a.isdisjoint(mine_b) and mine_a | mine_b == set(students), (mine_a, mine_b)
-        assert mine_a and mine_b, "one host graded the whole class"
-        for s in students:
-            if s not in BAD:  # (nbgrader removes a crashed student's autograded folder)
-                assert _graded_where(a, b, [s])[s] == (["a"] if s in mine_a else ["b"]), s
-            assert view(a if s in mine_a else b, [s])[s] == _expected(baseline, s), s
-        counts = row_counts(url)
-        assert set(counts) == set(students)
-        for s in students:
-            if s not in BAD:
-                assert counts[s] == (1, 2, 4), (s, counts[s])
-        # the same run again: every student is claimed already; each host re-grades its own
-        again = autograde_class(b, FIXTURE, workers=2, claim_run="exam-1")
-        assert {r.student for r in again if r.status != "elsewhere"} == mine_b
-    print(f"two hosts, claims: {len(students)} students in {wall:.1f} s "
-          f"({len(mine_a)} on A, {len(mine_b)} on B)")

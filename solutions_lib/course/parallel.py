@@ -83,7 +83,7 @@ SQLITE_BUSY_TIMEOUT_S = 60
 @dataclass
 class StudentRun:
     student: str
-    status: str = "pending"       # "ok", "failed" (non-zero exit), "timeout", or "elsewhere"
+    status: str = "pending"       # "ok", "failed" (non-zero exit) or "timeout"
                                   # (--claim: another grading host claimed this student)
     seconds: float = 0.0          # wall time of this student's runs, retries included
     returncode: int | None = None
@@ -95,7 +95,7 @@ class StudentRun:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("ok", "elsewhere")
+        return self.status == "ok"
 
     @property
     def reason(self) -> str:
@@ -156,77 +156,6 @@ def find_students(root: Path, assignment: str) -> list[str]:
     if not sub.is_dir():
         return []
     return sorted(p.name for p in sub.iterdir() if (p / assignment).is_dir())
-
-
-def shard_of(student: str, shards: int) -> int:
-    """The share (1..shards) that `student` belongs to: a hash of the id alone, so every grading
-    host computes the same split from its own copy of the class, whatever else it holds."""
-    import hashlib
-
-    return int.from_bytes(hashlib.sha256(student.encode("utf-8", "surrogateescape")).digest()[:8], "big") % shards + 1
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """'K/N' -> (K, N), 1 <= K <= N."""
-    try:
-        k, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise GradingSetupError(f"--shard takes K/N (e.g. 1/2), got {text!r}") from None
-    if not 1 <= k <= n:
-        raise GradingSetupError(f"--shard {text}: need 1 <= K <= N")
-    return k, n
-
-
-#: The claims of `--claim RUN`: one row per (run, assignment, student), inserted by the grading
-#: host that grades the student; the primary key lets exactly one host's insert succeed.
-CLAIMS_TABLE = "tas_claims"
-
-
-def _claims_engine(db_url: str):
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.exc import DBAPIError
-
-    engine = create_engine(db_url, future=True)
-    for attempt in range(5):  # two hosts may create the table at once (PostgreSQL: pg_type race)
-        try:
-            with engine.begin() as conn:
-                conn.execute(text(
-                    f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (run VARCHAR(128) NOT NULL, "
-                    "assignment VARCHAR(128) NOT NULL, student VARCHAR(128) NOT NULL, "
-                    "host VARCHAR(256) NOT NULL, claimed_at FLOAT NOT NULL, "
-                    "PRIMARY KEY (run, assignment, student))"))
-            return engine
-        except DBAPIError:
-            if attempt == 4:
-                raise
-            time.sleep(random.uniform(0.1, 0.5))
-    return engine
-
-
-def claim(engine, run: str, assignment: str, student: str, host: str) -> str:
-    """Claim `student` for `host` in grading run `run`; returns the host that holds the claim
-    (`host` itself when this call won it, or when `host` held it already: a re-run after a crash)."""
-    from sqlalchemy import text
-    from sqlalchemy.exc import IntegrityError
-
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(f"INSERT INTO {CLAIMS_TABLE} (run, assignment, student, host, claimed_at) "
-                              "VALUES (:r, :a, :s, :h, :t)"),
-                         {"r": run, "a": assignment, "s": student, "h": host, "t": time.time()})
-        return host
-    except IntegrityError:
-        with engine.connect() as conn:
-            return conn.execute(text(f"SELECT host FROM {CLAIMS_TABLE} WHERE run = :r AND assignment = :a "
-                                     "AND student = :s"), {"r": run, "a": assignment, "s": student}).scalar_one()
-
-
-def default_host(root) -> str:
-    """This grading host in the claims: the machine and the course root (a host that re-runs
-    after a crash gets its own claims back)."""
-    import socket
-
-    return f"{socket.gethostname()}:{Path(root).resolve()}"
 
 
 def prepare(root: Path, assignment: str, students: list[str], notebooks: list[str] | None = None) -> str:
@@ -387,20 +316,12 @@ def grade_student(root: Path, assignment: str, student: str, timeout: float | No
 
 def autograde_class(root, assignment: str, students: list[str] | None = None, workers: int | None = None,
                     timeout: float | None = None, lock_retries: int = 2,
-                    progress: Callable[[StudentRun, int, int], None] | None = None,
-                    shard: tuple[int, int] | None = None, claim_run: str | None = None,
-                    host: str | None = None) -> list[StudentRun]:
+                    progress: Callable[[StudentRun, int, int], None] | None = None) -> list[StudentRun]:
     """Autograde `assignment` for `students` (default: every folder under submitted/) with
     `workers` stock nbgrader processes at a time (default: os.cpu_count()). Returns one
     StudentRun per student, in the order of `students`; raises GradingSetupError when the
-    course, the assignment or a student's submission is not there.
-
-    Several grading hosts, one class (one shared gradebook, e.g. PostgreSQL, and the same
-    submissions): `shard=(K, N)` keeps the students of share K of N (`shard_of`: disjoint, and
-    together the whole class); `claim_run=RUN` makes each student a claim in the gradebook
-    (`claim`), taken just before grading, so hosts started with the same RUN share the class
-    as they go (a faster host takes more) and a student claimed by another host is reported
-    as "elsewhere"."""
+    course, the assignment or a student's submission is not there. One host; for several,
+    `python -m solutions_lib grade` (course/engine.py, docs/engine.md)."""
     ensure_tools_on_path()
     root = Path(root).resolve()
     if not (root / "nbgrader_config.py").is_file():
@@ -417,11 +338,6 @@ def autograde_class(root, assignment: str, students: list[str] | None = None, wo
         students = find_students(root, assignment)
         if not students:
             raise GradingSetupError(f"no submissions of {assignment!r} under {root / 'submitted'}")
-    if shard:
-        k, n = shard
-        students = [s for s in students if shard_of(s, n) == k]
-        if not students:
-            return []
     mode = os.environ.get("TAS_SANDBOX", "on")
     if mode != "off":
         from .config import refusal
@@ -434,18 +350,6 @@ def autograde_class(root, assignment: str, students: list[str] | None = None, wo
     longer = busy_timeout_url(db_url)
     extra = (f"--CourseDirectory.db_url={longer}",) if longer else ()
     job = grade_student
-    if claim_run:
-        engine = _claims_engine(db_url)
-        me = host or default_host(root)
-
-        def job(root, assignment, student, *args):
-            holder = claim(engine, claim_run, assignment, student, me)
-            if holder != me:
-                now = time.time()
-                return StudentRun(student, "elsewhere", started=now, finished=now,
-                                  notes=[f"claimed by {holder}"])
-            return grade_student(root, assignment, student, *args)
-
     env = thread_env(workers)
     runs: dict[str, StudentRun] = {}
     pool = ThreadPoolExecutor(max_workers=min(workers, len(students)))
@@ -492,8 +396,7 @@ def format_runs(runs: list[StudentRun], wall: float) -> str:
 
 
 def main(assignment: str, students: list[str] | None = None, workers: int | None = None,
-         root=None, timeout: float | None = None, shard: str | None = None,
-         claim_run: str | None = None) -> int:
+         root=None, timeout: float | None = None) -> int:
     """The CLI: grade, print the table; 0 when every student was graded, 1 when not, 2 on a setup error."""
     from .paths import course_root
 
@@ -506,8 +409,7 @@ def main(assignment: str, students: list[str] | None = None, workers: int | None
             print(f"  [{done}/{total}] {run.student}: {run.status} ({run.seconds:.1f} s)", flush=True)
 
         t0 = time.perf_counter()
-        runs = autograde_class(root, assignment, students, n, timeout=timeout, progress=progress,
-                               shard=parse_shard(shard) if shard else None, claim_run=claim_run)
+        runs = autograde_class(root, assignment, students, n, timeout=timeout, progress=progress)
         wall = time.perf_counter() - t0
     except (GradingSetupError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
