@@ -100,3 +100,42 @@ def test_tp_mlp_shards_probe_rejects_rows_for_columns():
     with pytest.raises(GradingError, match="values of W1_shard"):
         check_shards(rows, 0, 8, 2)
     assert torch.is_tensor(right(torch.ones(2, 8), torch.ones(8), torch.ones(8, 2), 0, 2)[0])
+
+
+def test_scaling_exercise_checks_accept_the_reference_and_reject_a_slip():
+    import solutions_lib.roofline as R
+
+    cases = cs.roofline_cases(6104)
+    assert cases and all(np.any(i < t) for i, _, t in cases)
+    fits = [R.fit_roofline(*c) for c in cases]
+    cs.expect_roofline_fits(cases, fits, fits)
+    with pytest.raises(GradingError, match="bandwidth of hidden case 0"):
+        cs.expect_roofline_fits(cases, [(p, 2 * w) for p, w in fits], fits)
+    opt = cs.optimal_cases(6107)
+    grid = np.logspace(6, 14, 40_001)
+    brute = [cs.best_on_grid(c, grid, S.FITS[fit])[0] for c, fit in opt]
+    cs.expect_optimal_on_grid(opt, [(n, c / (6 * n)) for (c, _), n in zip(opt, brute)], brute)
+    with pytest.raises(GradingError, match="6 N D for C"):
+        cs.expect_optimal_on_grid(opt, [(n, c / n) for (c, _), n in zip(opt, brute)], brute)
+    runs = S.synthetic_scaling_runs("hoffmann", noise=0.0)
+    h = S.FITS["hoffmann"]
+    law = {"E": h.E, "A": h.A, "B": h.B, "alpha": h.alpha, "beta": h.beta}
+    assert cs.law_rss(law, runs) == pytest.approx(0.0, abs=1e-12)
+    cases, p = cs.cost_cases(6105)
+    assert len(cases) == 20 and 1e8 <= p <= 1e11
+    assert cs.inference_cases(6109)[-1] == (2.3, 0.0, "epoch")
+
+
+def test_counted_flops_per_token_is_six_n_for_a_linear_model():
+    from solutions_lib.probes_scaling import counted_flops_per_token
+
+    class Lin(torch.nn.Module):
+        def __init__(self, vocab, seq_len, d=8):
+            super().__init__()
+            self.emb, self.out = torch.nn.Embedding(vocab, d), torch.nn.Linear(d, vocab, bias=False)
+
+        def forward(self, idx):
+            return self.out(self.emb(idx))
+
+    cfg = dict(vocab=16, seq_len=4)
+    assert counted_flops_per_token(Lin, cfg, batch=2) == 6 * 8 * 16      # 2N forward + 4N backward, N = d * vocab
