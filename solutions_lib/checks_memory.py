@@ -298,12 +298,6 @@ def zero_cases(seed, n=25) -> tuple[list[tuple], list[tuple]]:
     return cases, caps
 
 
-def zero_table_closed_form(n_params, world_size, weight_bytes, grad_bytes, optimizer_bytes) -> dict:
-    """ZeRO's model state per GPU by stage, written out (the text's table), for grading min_stage alone."""
-    P, N, w, g, o = n_params, world_size, weight_bytes, grad_bytes, optimizer_bytes
-    return {0: P * (w + g + o), 1: P * (w + g) + P * o / N, 2: P * w + P * (g + o) / N, 3: P * (w + g + o) / N}
-
-
 def compare_zero(cases, caps, got_t, exp_t, got_s, exp_s) -> None:
     for c, g, e in zip(cases, got_t, exp_t):
         for s in range(4):

@@ -29,7 +29,7 @@ import math
 #: them out of the student edition; tests/test_upstream_edition.py checks that rule).
 STUDENT_OWN = ("steps_from_fraction", "wsd", "scale_lr", "fit_schedule_to_budget", "two_batch_noise_scale",
                "bucket_plan", "minhash_signature", "young_interval", "arithmetic_intensity", "chinchilla_optimal",
-               "quality_flags", "labels_shifted", "mask_is_causal", "layer_activation_bytes")
+               "quality_flags", "labels_shifted", "mask_is_causal", "layer_activation_bytes", "zero_table")
 
 
 class OwnAnswer:
@@ -231,6 +231,12 @@ def layer_activation_bytes(seq_len, batch, hidden, heads, bytes_per_value=2):
     return seq_len * batch * hidden * (16 * d + 2) + heads * seq_len ** 2 * batch * (2 * d + 1)
 
 
+def zero_table(n_params, world_size, weight_bytes, grad_bytes, optimizer_bytes) -> dict:
+    """ZeRO's model-state bytes per GPU by stage 0-3 (03's `zero_table`, Rajbhandari et al. 2020)."""
+    P, N, w, g, o = n_params, world_size, weight_bytes, grad_bytes, optimizer_bytes
+    return {0: P * (w + g + o), 1: P * (w + g) + P * o / N, 2: P * w + P * (g + o) / N, 3: P * (w + g + o) / N}
+
+
 def young_interval(checkpoint_cost, mtbf):
     """Young's checkpoint interval sqrt(2 C M) (08)."""
     return math.sqrt(2 * checkpoint_cost * mtbf)
@@ -328,7 +334,7 @@ ANSWERS = (steps_from_fraction, wsd, scale_lr, fit_schedule_to_budget, two_batch
            reduce_scatter_time, all_gather_time, ring_allreduce_time, fit_alpha_beta, bucket_plan,
            minhash_signature, young_interval, arithmetic_intensity, chinchilla_optimal, quality_flags,
            layout_memory_per_rank, layout_step_time, labels_shifted, mask_is_causal,
-           layer_activation_bytes, layout_memory_options, layout_step_time_options)
+           layer_activation_bytes, layout_memory_options, layout_step_time_options, zero_table)
 
 
 def forbidden_except(*allowed) -> tuple:

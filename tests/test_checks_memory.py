@@ -91,7 +91,8 @@ def test_zero(good):
     want = {"DDP": 112.0, "ZeRO-1": 63.0, "ZeRO-2": 38.5, "ZeRO-3": 14.0}
     C.check_ch26_18(g["ch26_18_gb"], g["ch26_18_stage"], g["min_stage"], want)
     cases, caps = C.zero_cases(4, n=5)
-    assert all(C.zero_table_closed_form(*c) == pytest.approx(ref.zero_table(*c)) for c in cases)
+    from solutions_lib import upstream
+    assert all(upstream.zero_table(*c) == pytest.approx(ref.zero_table(*c)) for c in cases)  # the course copy the hidden test swaps in
     bad = _wrong(good, "zero_table_answer__stages_1_2_swapped")
     with pytest.raises(GradingError, match="ch26_18_gb"):
         C.check_ch26_18(bad["ch26_18_gb"], bad["ch26_18_stage"], bad["min_stage"], want)
