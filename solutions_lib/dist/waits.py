@@ -46,7 +46,9 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _QUIET_FILES = {os.path.join(_HERE, f) for f in ("waits.py", "launch.py", "counting.py", "graded.py",
                                                  "probes_pipeline.py", "probes_tp.py", "probes_sharding.py",
-                                                 "probes_comm_bound.py")}
+                                                 "probes_comm_bound.py", "probes_fsdp.py", "probes_tp_layers.py",
+                                                 "probes_tp_mlp.py", "probes_pipeline_context.py", "checks_ddp.py",
+                                                 "checks_script.py", "checks_zero_fsdp.py", "checks_pipeline.py")}
 _GRADING = os.path.join(os.path.dirname(_HERE.rstrip(os.sep)), "grading.py")
 
 
