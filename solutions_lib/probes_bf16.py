@@ -41,9 +41,10 @@ def check_kahan(step, seed: int, size: int = 32, steps: int = 1500, scale: float
     for i in range(steps):
         u = scale * ((torch.rand(size, generator=gen) - 0.5) * 2 if signed else torch.rand(size, generator=gen) + 0.2)
         out = step(p, c, u)
-        expect_true(isinstance(out, tuple) and len(out) == 2,
-                    f"kahan_bf16_step must return a tuple (param, comp) ({label}): the new weights and the new "
-                    "compensation, both bf16 tensors")
+        ok = isinstance(out, tuple) and len(out) == 2
+        if first is None or not ok:   # one record for a correct answer, not one per step (thousands)
+            expect_true(ok, f"kahan_bf16_step must return a tuple (param, comp) ({label}): the new weights and the "
+                            "new compensation, both bf16 tensors")
         if first is None:
             first = out
             expect_equal([str(t.dtype) for t in out], ["torch.bfloat16", "torch.bfloat16"],
