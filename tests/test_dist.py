@@ -184,6 +184,31 @@ def test_a_rank_stuck_in_start_up_is_retried_once(tmp_path, monkeypatch):
         launch(_sum_of_ranks, 2, args=(2,), collective_timeout=2, rendezvous_retries=0)
 
 
+def test_a_run_whose_every_rank_is_stuck_in_start_up_is_retried(tmp_path, monkeypatch):
+    """With no peer to time out (one rank, or every rank stuck before its process group forms),
+    the run is started afresh after the start-up limit instead of waiting out its whole timeout
+    (CI, session 36: a world-1 run hung 120 s with no report of where)."""
+    import sys
+    launch_module = sys.modules["solutions_lib.dist.launch"]   # the package re-exports launch() under the same name
+    real_init = dist.init_process_group
+    flag = tmp_path / "stuck-once"
+
+    def init_that_hangs_once(*args, **kwargs):
+        if not flag.exists():
+            flag.write_text("hung")
+            time.sleep(600)
+        return real_init(*args, **kwargs)
+
+    monkeypatch.setattr(dist, "init_process_group", init_that_hangs_once)  # inherited by fork
+    monkeypatch.setattr(launch_module, "_STARTUP_LIMIT", 2.0)
+    t0 = time.monotonic()
+    assert [o[:3] for o in launch(_sum_of_ranks, 1, args=(1,), collective_timeout=1)] == [(0, 1, [1.0])]
+    assert flag.exists() and time.monotonic() - t0 < 15
+    flag.unlink()
+    with pytest.raises(LaunchError, match=r"ranks \[0\] had not started the function .*start-up"):
+        launch(_sum_of_ranks, 1, args=(1,), collective_timeout=1, rendezvous_retries=0)
+
+
 def _grades_on_ranks(rank, world_size, fail_on):
     from solutions_lib.grading import expect_equal
     expect_equal(rank == fail_on, False, f"check on rank {rank}")

@@ -113,6 +113,7 @@ def _worker(rank, world_size, port_conn, backend, pg_timeout, threads, fn, args,
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=_dt.timedelta(seconds=pg_timeout), **kw)
         stage = "error"
+        _waits.mark_started()
         try:
             result = fn(rank, world_size, *args, **kwargs)
         finally:
@@ -202,6 +203,7 @@ def _launch_once(ctx, fn, world_size, args, kwargs, backend, timeout, collective
         del store
 
 
+_STARTUP_LIMIT = 60.0   # seconds a rank may take from fork to its function before the run is started afresh
 _PEER_SYMPTOMS = ("Connection closed by peer", "Connection reset by peer", "Timed out", "timed out")
 _TIMEOUT_SYMPTOMS = ("Timed out", "timed out", "operation timeout")
 
@@ -217,12 +219,19 @@ def _collect(procs, conns, timeout, grace=1.0, slots=None, collective_timeout=No
     """
     results: dict[int, Any] = {}
     failures: dict[int, tuple[int, float, str]] = {}
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
+    startup_deadline = start + min(timeout, max(_STARTUP_LIMIT, 2 * (collective_timeout or 0)))
     pending = dict(enumerate(conns))
     while pending:
         now = time.monotonic()
         if failures and now >= min(f[1] for f in failures.values()) + grace:
             break
+        if now >= startup_deadline and slots is not None and not failures:
+            stuck = [r for r in sorted(pending) if not _waits.read(slots, r)]
+            if stuck:
+                raise _RendezvousError(f"ranks {stuck} had not started the function {now - start:.0f} s after "
+                                       "launch (stuck in fork or process-group start-up)")
         if now >= deadline:
             if failures:
                 break
@@ -286,7 +295,9 @@ def _state_text(line: str) -> str:
                 "(a non-blocking call: it is waited for later)")
     if state == "done":
         return f"running code that is not a message or collective (its last one, {what}, had returned)"
-    return "running code that is not a message or collective (it had made none)"
+    if state == "up":
+        return "running code that is not a message or collective (it had made none)"
+    return "still starting up (fork, process group): it never reached the function"
 
 
 def _wait_report(world: int, slots, results, failures, collective_timeout) -> str:

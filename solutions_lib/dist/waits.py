@@ -177,6 +177,14 @@ def _write(state: str, text: str) -> None:
     slots[rank * SLOT_BYTES: rank * SLOT_BYTES + len(data)] = data
 
 
+def mark_started() -> None:
+    """In a launched rank: the process group is formed and the rank's function is about to run.
+    Until this is written the slot is empty, so the parent can tell a rank stuck in start-up (a
+    fork that deadlocked, a rendezvous that never completed), which it may start afresh, from one
+    busy in the function, which it never restarts."""
+    _write("up", "")
+
+
 def read(slots, rank: int) -> str:
     """The line rank `rank` wrote last ("" if none)."""
     raw = bytes(slots[rank * SLOT_BYTES:(rank + 1) * SLOT_BYTES])
