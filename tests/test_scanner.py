@@ -211,6 +211,32 @@ def test_module_rebound_to_a_name_is_still_protected():
     assert [(f.line, f.rule) for f in found] == [(3, "monkeypatch")]
 
 
+def _rebinding_notebook(answer_source, test_sources):
+    setup = nbs.code("import numpy as np\nfrom solutions_lib.grading import expect_close", locked=True)
+    cells = [setup, nbs.answer("a", "### BEGIN SOLUTION\n" + answer_source + "\n### END SOLUTION")]
+    cells += [nbs.tests(f"t{i}", src, 1, ["X"]) for i, src in enumerate(test_sources)]
+    return nbs.new_notebook(cells)
+
+
+def test_a_students_variable_named_like_a_test_cells_own_alias_is_not_flagged():
+    """A test cell that imports its module under a short alias rebinds the name when it runs, so
+    a student's `ck = ...` or `ref = ...` changes nothing the course reads; `np` and
+    `expect_close`, which test cells read from the setup cell, still count."""
+    tests_ = ["import solutions_lib.checks_optim as ck\nimport solutions_lib.ref as ref\nexpect_close(np.sum(ck.x), ref.y)"]
+    nb = _rebinding_notebook("ref = 3\nck = [1]\nfor ref in range(2):\n    pass\ndef ck():\n    pass", tests_)
+    assert scan_notebook(nb, nb) == []
+    nb = _rebinding_notebook("np = None\ndef expect_close(*a):\n    pass", tests_)
+    assert [(f.line, f.rule) for f in scan_notebook(nb, nb)] == [(2, "monkeypatch"), (3, "monkeypatch")]
+
+
+def test_a_name_a_later_test_cell_reads_from_an_earlier_one_is_still_protected():
+    tests_ = ["import solutions_lib.checks_optim as ck\nexpect_close(ck.x, 1)", "ck.check(np)"]
+    nb = _rebinding_notebook("ck = [1]", tests_)
+    assert [(f.line, f.rule) for f in scan_notebook(nb, nb)] == [(2, "monkeypatch")]
+    nb = _rebinding_notebook("import string as ck", tests_)
+    assert [f.rule for f in scan_notebook(nb, nb)] == ["monkeypatch"]
+
+
 # ---------------------------------------------------------------- hostile notebooks
 
 

@@ -57,7 +57,9 @@ through assignments (`g = solutions_lib.grading`, `m = sys.modules`, `d = vars(n
 `g = __import__("solutions_lib.grading", fromlist=["x"])`, `importlib.import_module("x")`,
 `sys.modules["x"]`, `getattr(m, "name")`, tuple assignments, `:=`); writes through any
 alias of a sensitive module are flagged, and so is rebinding a name that an import bound to
-a sensitive module or function (`expect_close = lambda *a, **k: None`). Dynamic names are
+a sensitive module or function (`expect_close = lambda *a, **k: None`) when a test or locked
+cell reads that name without importing it itself (a student's variable `ref` or `ck` beside a
+test cell that runs `import solutions_lib.ref as ref` changes nothing, and is not flagged). Dynamic names are
 folded when literal (`getattr(g, "expect_" + "close")`); sensitive attribute names written as
 strings (`"__globals__"`, `"f_back"`, ...) are flagged wherever they appear.
 
@@ -334,6 +336,14 @@ class _State:
         self.aliases = dict(DEFAULT_ALIASES if aliases is None else aliases)
         self.imported = dict(imported or {})   # name -> sensitive module/object an import bound it to
         self.written: set[str] = set()          # files written by %%writefile
+        self.relied: set[str] | None = None     # names the course's cells read from the kernel (None: all)
+
+    def rebinding_matters(self, name: str) -> bool:
+        """Whether binding `name` in a student's cell can change what a course cell sees: an
+        imported name some test or locked cell reads without binding it itself first. A test
+        cell that imports its own module under a short alias (`import solutions_lib.checks_x
+        as ck`) rebinds it when it runs, so a student's variable `ck` changes nothing."""
+        return name in self.imported and (self.relied is None or name in self.relied)
 
 
 def _protected(full: str | None) -> bool:
@@ -360,6 +370,27 @@ def _import_bindings(tree, st: _State) -> None:
                 st.aliases[a.asname or a.name] = full
                 if _protected(full):
                     st.imported[a.asname or a.name] = full
+
+
+def relied_names(sources: list[str]) -> set[str] | None:
+    """Names the course's cells (`sources`: test and locked cells) read as globals bound elsewhere:
+    every name a statement loads that no earlier statement of the same cell imported or assigned
+    at its top level. None (every name) when a cell cannot be parsed."""
+    relied: set[str] = set()
+    for src in sources:
+        tree = _try_parse(_prepare(src)[0])
+        if tree is None:
+            return None
+        own: set[str] = set()
+        for stmt in tree.body:
+            relied |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - own
+            for n in ast.walk(stmt):
+                if isinstance(n, (ast.Import, ast.ImportFrom)):
+                    own |= {a.asname or a.name.split(".")[0] for a in n.names if a.name != "*"}
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                own |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return relied
 
 
 def collect_aliases(sources: list[str]) -> dict[str, str]:
@@ -599,8 +630,7 @@ class _Visitor:
             if rule:
                 self.hit(node, rule)
             bound = a.asname or a.name.split(".")[0]
-            was = self.st.imported.get(bound)
-            if was and not _protected(a.name):
+            if self.st.rebinding_matters(bound) and not _protected(a.name):
                 self.hit(node, "monkeypatch")  # import fake as np
 
     def visit_ImportFrom(self, node):
@@ -621,7 +651,7 @@ class _Visitor:
             elif a.name == "*" and mod.split(".")[0] in ("os", "sys", "builtins"):
                 self.hit(node, "monkeypatch")
             bound = a.asname or a.name
-            if self.st.imported.get(bound) and not _protected(full) and a.name != "*":
+            if self.st.rebinding_matters(bound) and not _protected(full) and a.name != "*":
                 self.hit(node, "monkeypatch")  # from fake import expect_close
 
     # stores
@@ -645,7 +675,7 @@ class _Visitor:
                 if self._module_mapping(self.name_of(t.value)):
                     self.hit(node, "monkeypatch")
             elif isinstance(t, ast.Name):
-                if t.id == "__builtins__" or (t.id in self.st.imported and self._global(t.id)):
+                if t.id == "__builtins__" or (self.st.rebinding_matters(t.id) and self._global(t.id)):
                     self.hit(node, "monkeypatch")  # rebinds np, expect_close, ... for later cells
 
     def _global(self, name: str) -> bool:
@@ -704,7 +734,7 @@ class _Visitor:
     # a function that deletes or copies the path its caller gave it (a checkpoint folder)
     # is allowed to: `shutil.rmtree(path)` with `path` a parameter (or built from one)
     def visit_FunctionDef(self, node):
-        if node.name in self.st.imported and self._global(node.name):
+        if self.st.rebinding_matters(node.name) and self._global(node.name):
             self.hit(node, "monkeypatch")  # def expect_close(...): replaces the imported one
         a = node.args
         params = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
@@ -714,7 +744,7 @@ class _Visitor:
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_ClassDef(self, node):
-        if node.name in self.st.imported and self._global(node.name):
+        if self.st.rebinding_matters(node.name) and self._global(node.name):
             self.hit(node, "monkeypatch")
         for b in node.bases:
             full = self.name_of(b)
@@ -1017,6 +1047,11 @@ def _cell_view(cell, index: int) -> _Cell:
     return _Cell(kind, src, md, label, problem)
 
 
+def _course_cell(md: dict) -> bool:
+    """A cell the course wrote and nbgrader restores at grading time (a test or locked cell)."""
+    return bool(md.get("locked") or md.get("grade")) and not md.get("solution")
+
+
 def _cells_of(nb) -> list:
     cells = nb.get("cells") if isinstance(nb, dict) else getattr(nb, "cells", None)
     if not isinstance(cells, list):
@@ -1048,6 +1083,10 @@ def scan_notebook(nb, release=None, budget: _Budget | None = None) -> list[Findi
                     if rv.md.get("grade_id") and isinstance(rv.md.get("grade_id"), str):
                         rel_by_id[rv.md["grade_id"]] = rv
         st = _State()
+        course_cells = [_cell_view(c, i) for i, c in enumerate(_cells_of(release))] if release is not None else views
+        course_sources = [v.source for v in course_cells if v.kind == "code" and v.source is not None
+                          and len(v.source) <= MAX_CELL_CHARS and _course_cell(v.md)]
+        st.relied = relied_names(course_sources) if course_sources else None
         for v in views:  # imports anywhere in the notebook bind their names everywhere
             budget.check()
             if v.kind == "code" and v.source and len(v.source) <= MAX_CELL_CHARS and "import" in v.source:
