@@ -122,7 +122,8 @@ def cmd_grade(args) -> int:
     argv = [args.assignment] + (["--workers", str(args.workers)] if args.workers else []) \
         + (["--scheduler", args.scheduler] if args.scheduler else []) \
         + (["--student", *args.student] if args.student else []) \
-        + (["--root", args.root] if args.root else []) + (["--timeout", str(args.timeout)] if args.timeout else [])
+        + (["--root", args.root] if args.root else []) + (["--timeout", str(args.timeout)] if args.timeout else []) \
+        + (["--feedback"] if args.feedback else [])
     return main(argv)
 
 
@@ -210,6 +211,8 @@ def main(argv=None) -> int:
     c.add_argument("--student", action="extend", nargs="+", help="grade only these students")
     c.add_argument("--root", help="course root (default: $TAS_COURSE_ROOT or this repository)")
     c.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds one student-notebook may take")
+    c.add_argument("--feedback", action="store_true", help="make the graded students' feedback HTML on the workers "
+                   "instead of grading (then `nbgrader release_feedback A`)")
     c.set_defaults(func=cmd_grade)
     c = sub.add_parser("student-kit", help="build the student edition wheel (no reference answers) into OUT_DIR")
     c.add_argument("out_dir")

@@ -281,3 +281,52 @@ def test_cli_setup_error_and_table(tmp_path, capsys):
     assert "no submissions" in capsys.readouterr().err
     r = engine.ClassRun(FIXTURE, [engine.NotebookRun("s", "exercises", "failed", reason="kernel died")], wall=1.0)
     assert not r.ok and "s/exercises: failed: kernel died" in engine.format_class(r)
+
+
+def test_feedback_on_the_engine_equals_stock_generate_feedback_on_the_head(tmp_path):
+    """Each student's feedback made on a worker from what the task carries (the autograded
+    folder and a snapshot of the gradebook) is byte for byte what stock `nbgrader
+    generate_feedback` writes on the head; a student never graded is reported, not failed."""
+    from solutions_lib.course import engine_feedback
+
+    root = tmp_path / "course"
+    build_class(root)
+    nbgrader = str(Path(PY).with_name("nbgrader"))
+    for cmd in (["autograde", FIXTURE, "--force"], ["generate_feedback", FIXTURE, "--force"]):
+        proc = subprocess.run([nbgrader, *cmd], cwd=root, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    stock = {p.relative_to(root / "feedback"): p.read_bytes() for p in (root / "feedback").rglob("*") if p.is_file()}
+    assert len([p for p in stock if p.suffix == ".html"]) == 2 * len(CLASS)
+    shutil.rmtree(root / "feedback")
+    (root / "autograded" / "never_graded" / FIXTURE).mkdir(parents=True)
+    run = engine_feedback.feedback_class(root, FIXTURE, list(CLASS) + ["never_graded"], workers=2)
+    assert run.ok, engine_feedback.format_feedback(run)
+    assert {r.student: r.status for r in run.runs} == {**{s: "done" for s in CLASS}, "never_graded": "not graded"}
+    mine = {p.relative_to(root / "feedback"): p.read_bytes() for p in (root / "feedback").rglob("*") if p.is_file()}
+    assert mine.keys() == stock.keys()
+    assert [str(p) for p in mine if mine[p] != stock[p]] == []
+
+
+def test_gradebook_snapshot_row_by_row_opens_like_the_original(tmp_path):
+    """The PostgreSQL path of the snapshot (nbgrader's tables and alembic_version copied row by
+    row), run here from a SQLite gradebook: nbgrader opens the copy without migrating it and reads
+    the same assignment, notebooks and cells."""
+    from nbgrader.api import Gradebook
+
+    from solutions_lib.course import engine_feedback
+
+    root = tmp_path / "course"
+    build_class(root, {})
+    url = "sqlite:///" + str(root / "gradebook.db")
+    copy = tmp_path / "copy.db"
+    engine_feedback._copy_rows(url, "sqlite:///" + str(copy))
+
+    def view(u):
+        with Gradebook(u) as gb:
+            a = gb.find_assignment(FIXTURE)
+            return sorted((nb.name, sorted((c.name, c.max_score) for c in nb.grade_cells),
+                           sorted(c.name for c in nb.source_cells)) for nb in a.notebooks)
+    assert view("sqlite:///" + str(copy)) == view(url)
+    snap = tmp_path / "snap.db"
+    snap.write_bytes(engine_feedback.snapshot_gradebook(url))
+    assert view("sqlite:///" + str(snap)) == view(url)
