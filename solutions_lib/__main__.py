@@ -78,7 +78,7 @@ def cmd_release(args) -> int:
     from .course.paths import course_root
 
     ensure_tools_on_path()
-    names = release(course_root())
+    names = release(course_root(), verbose=True)   # one line per assignment as it is built
     print("release/ rebuilt for: " + ", ".join(names))
     return 0
 
