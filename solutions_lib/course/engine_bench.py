@@ -70,6 +70,10 @@ def bench_class(out: Callable[[str], None] = print, workers: int | None = None) 
         t0 = time.perf_counter()
         run = grade_class(dest, BENCH_ASSIGNMENT, workers=workers, out=out)
         wall = time.perf_counter() - t0
+        from .engine_feedback import feedback_class
+        t1 = time.perf_counter()
+        fb = feedback_class(dest, BENCH_ASSIGNMENT, workers=workers, out=out)
+        fb_wall = time.perf_counter() - t1
         lost = []   # what a solved student lost, and why (read before the course is deleted)
         for s in sorted({r.student for r in run.runs}):
             for nb in read_results(dest, BENCH_ASSIGNMENT, s).notebooks:
@@ -86,6 +90,12 @@ def bench_class(out: Callable[[str], None] = print, workers: int | None = None) 
         f"max {max(r.seconds for r in graded):.1f} s")
     out(f"  rate: {1 / med:.3f} student-notebooks per second per worker (steady state); "
         f"{len(graded) / wall / workers:.3f} over the whole run")
+    done = [r for r in fb.runs if r.status == "done"]
+    if done:
+        fmed = statistics.median(r.seconds for r in done)
+        out(f"  feedback on the engine: {len(done)} students ({len(done) * len(names)} notebooks) in {fb_wall:.1f} s "
+            f"wall; per student on a worker: median {fmed:.1f} s ({fmed / len(names):.1f} s per notebook)")
+    ok = ok and fb.ok and len(done) == STUDENTS
     per_student, weighted, hours = projection(med, root, [n[:-6] for n in names])
     out(f"  projected term: {TERM_STUDENTS} students x {TERM_ASSIGNMENTS} assignments "
         f"(~{per_student:.0f} notebooks per student, {weighted:.1f} s per notebook weighted by the course's mix):")
@@ -93,7 +103,10 @@ def bench_class(out: Callable[[str], None] = print, workers: int | None = None) 
         out(f"    {w} worker(s): {h:6.1f} h")
     out(f"  load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine inflates the rate)")
     if not ok:
-        out("  FAILED: not every bench notebook was graded to full auto marks")
+        out("  FAILED: not every bench notebook was graded to full auto marks, or a student's feedback failed")
+        for r in fb.runs:
+            if r.status != "done":
+                out(f"    feedback {r.student}: {r.status}: {r.reason}")
         for line in lost:
             out(f"    {line}")
         for r in run.runs:
