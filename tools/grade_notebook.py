@@ -44,12 +44,20 @@ def main(argv=None) -> int:
             course.autograde(a, student)
             took = time.perf_counter() - t0
             res = next(nb for nb in course.results(a, student).notebooks if nb.name == n)
+            graded = course.root / "autograded" / student / a / n
+            where = {}   # grade_id -> "grader" when the grader evaluated the cell (grader_side.py), else "kernel"
+            if graded.is_file():
+                for cell in nbs.read(graded).cells:
+                    gid = nbs.nbgrader_md(cell).get("grade_id")
+                    if gid:
+                        where[gid] = cell.metadata.get("tas_evaluated", "kernel")
             print(f"== {student}: {res.score('tests'):g} / {res.max_score('tests'):g} auto-graded points "
                   f"({res.status}, {took:.1f} s){' ' + res.detail if res.detail else ''}")
             for c in res.cells:
                 if c.kind != "tests":
                     continue
-                print(f"  {c.grade_id:<40} {c.points if c.points is not None else '-'!s:>5} / {c.max_points:g}")
+                print(f"  {c.grade_id:<40} {c.points if c.points is not None else '-'!s:>5} / {c.max_points:g}"
+                      f"  [{where.get(c.grade_id, '?')}]")
                 if (c.points or 0) < c.max_points:
                     for m in c.messages:
                         lines = m.strip().splitlines() or [""]
