@@ -11,7 +11,9 @@ to write out, in the same order.
 Most cells that use this module run grader-side (solutions_lib/course/grader_side.py): the
 student's names are proxies there, and the functions below only read the plain data they return.
 `check_precision_run` is for the precision-run cell, which runs beside the kernel (it sets the
-thread count) and passes the notebook's own `precision_task`.
+thread count) and passes the notebook's own `precision_task`; `one_pass_stats` (a one-shot stream
+and a tensor-op recorder) measures the student's code from inside its process, for the online
+softmax cell, which runs beside the kernel too (it records tensor ops itself).
 
 Built on `checks_numerics` (the kit checks written for this notebook) and `checks_cases`.
 """
@@ -20,15 +22,18 @@ from __future__ import annotations
 import numpy as np
 
 from .checks_cases import expect_each_equal  # noqa: F401  (the crossover cell calls it from here)
-from .checks_numerics import (as_step, benchmark_configs, benchmark_metrics, check_precision_run,  # noqa: F401
-                              crossover_pairs, expect_benchmark_metrics, expect_scaler_traces, first_bad_step,
-                              overflow_traces, planted_scores, scaler_streams, scaler_trace)
+from .checks_numerics import (BANNED, as_step, attention_inputs, attention_oracle, benchmark_configs,  # noqa: F401
+                              benchmark_metrics, check_precision_run, crossover_pairs, expect_attention_outputs,
+                              expect_benchmark_metrics, expect_scaler_traces, expect_softmax_stats, first_bad_step,
+                              one_pass_stats, overflow_traces, planted_scores, scaler_streams, scaler_trace,
+                              softmax_inputs, softmax_oracle)
 from .grading import expect_between, expect_equal, expect_true
 
-__all__ = ["as_step", "benchmark_configs", "benchmark_metrics", "check_precision_run", "crossover_pairs",
-           "expect_benchmark_metrics", "expect_each_equal", "expect_overflow_steps", "expect_scaler_traces",
-           "expect_spike_verdicts", "first_bad_step", "overflow_traces", "real_scaler_trace", "scaler_streams",
-           "scaler_trace", "spike_edge_traces", "spike_traces"]
+__all__ = ["BANNED", "as_step", "attention_inputs", "attention_oracle", "benchmark_configs", "benchmark_metrics",
+           "check_precision_run", "crossover_pairs", "expect_attention_outputs", "expect_benchmark_metrics",
+           "expect_each_equal", "expect_overflow_steps", "expect_scaler_traces", "expect_softmax_stats",
+           "expect_spike_verdicts", "first_bad_step", "one_pass_stats", "overflow_traces", "real_scaler_trace",
+           "scaler_streams", "scaler_trace", "softmax_inputs", "softmax_oracle", "spike_edge_traces", "spike_traces"]
 
 
 # ---------------------------------------------------------------- A1 GradScaler
