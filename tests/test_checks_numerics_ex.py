@@ -85,3 +85,15 @@ def test_spike_verdicts_accept_the_reference_and_reject_a_silent_detector():
         checks_numerics_ex.expect_spike_verdicts(spiky, [[] for _ in spiky], *got[1:])
     with pytest.raises(GradingError, match=r"flags for a 1.5x spike ten steps after"):
         checks_numerics_ex.expect_spike_verdicts(spiky, *got[:4], [900, 901, 902, 903, 904])
+
+
+
+def test_what_it_takes_from_the_kit_is_the_kit_own():
+    from solutions_lib import checks_cases, checks_numerics
+    for name in checks_numerics_ex.__all__:
+        obj = getattr(checks_numerics_ex, name)
+        if getattr(obj, "__module__", "") == "solutions_lib.checks_numerics":
+            assert obj is getattr(checks_numerics, name), name
+        elif getattr(obj, "__module__", "") == "solutions_lib.checks_cases":
+            assert obj is getattr(checks_cases, name), name
+    assert checks_numerics_ex.BANNED is checks_numerics.BANNED
