@@ -46,6 +46,8 @@ parallel
 """
 from __future__ import annotations
 
+import sys
+
 MEMORY_GOAL = 0.10
 COMMS_GOAL = 0.25
 COMMS_FIT_MAX = 8 << 20
@@ -294,6 +296,10 @@ def main(names=None, assignments=None, baseline=False, sweep="both", only=None, 
     unknown = sorted(set(names) - set(BENCHES))
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; choose from {sorted(BENCHES)}")
+    try:   # each line as it is printed, also into a file or pipe: a long sweep shows (and keeps) its progress
+        sys.stdout.reconfigure(line_buffering=True)
+    except (AttributeError, ValueError):
+        pass
     results = []
     for i, name in enumerate(names):
         if i:

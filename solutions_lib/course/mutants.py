@@ -226,24 +226,32 @@ def sweep(assignment: str, bank: list[WrongAnswer], root: Path | None = None, wo
             course.submit(student, assignment, {w.notebook: sub})
             students[student] = w
         t0 = time.perf_counter()
-        autograde_class(course.root, assignment, list(students), workers=workers)
-        outcomes = []
-        for student, w in students.items():
-            o = Outcome(w)
-            res = course.results(assignment, student)
-            nb = next((n for n in res.notebooks if n.name == w.notebook), None)
-            if nb is None:
-                o.status = "missing"
-            else:
-                o.status = nb.status if nb.status != "failed" else f"failed to run ({nb.detail})"
-                for c in nb.cells:
-                    if c.kind == "tests" and (c.points or 0) < c.max_points:
-                        o.lost[c.grade_id] = (c.points or 0.0, c.max_points)
-                        o.messages[c.grade_id] = (c.messages[0].strip().splitlines() or [""])[0][:300] if c.messages else ""
-            outcomes.append(o)
-            out(o.line())
+        done: dict[str, Outcome] = {}
+
+        def graded(run, n_done: int, total: int) -> None:   # each outcome as soon as it is known
+            done[run.student] = _outcome(course, assignment, students[run.student], run.student)
+            out(f"[{n_done}/{total} {time.perf_counter() - t0:.0f} s] {done[run.student].line()}")
+
+        autograde_class(course.root, assignment, list(students), workers=workers, progress=graded)
+        outcomes = [done.get(s) or _outcome(course, assignment, w, s) for s, w in students.items()]
         out(f"  {assignment}: {len(todo)} wrong answers graded in {time.perf_counter() - t0:.0f} s")
     return outcomes
+
+
+def _outcome(course, assignment: str, w: WrongAnswer, student: str) -> Outcome:
+    """What `student`, who handed in `w`, lost: read from the course's results."""
+    o = Outcome(w)
+    res = course.results(assignment, student)
+    nb = next((n for n in res.notebooks if n.name == w.notebook), None)
+    if nb is None:
+        o.status = "missing"
+        return o
+    o.status = nb.status if nb.status != "failed" else f"failed to run ({nb.detail})"
+    for c in nb.cells:
+        if c.kind == "tests" and (c.points or 0) < c.max_points:
+            o.lost[c.grade_id] = (c.points or 0.0, c.max_points)
+            o.messages[c.grade_id] = (c.messages[0].strip().splitlines() or [""])[0][:300] if c.messages else ""
+    return o
 
 
 def main(assignments: list[str] | None = None, only: str | None = None, workers: int | None = None,
