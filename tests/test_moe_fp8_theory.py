@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from solutions_lib import moe_fp8_theory as m
-from solutions_lib import probes_moe_fp8_theory as P
+from solutions_lib import checks_moe_fp8_theory as P
 
 
 def test_mixtral_and_olmoe_published_counts():

@@ -53,7 +53,7 @@ TRUSTED_REQUESTS = 5000
 #: Source that makes a test cell a *beside* cell: it needs something that happens inside the
 #: student's process (a hook, a profiler, a probe, a timing, the lab's ranks, a globals() swap).
 BESIDE = re.compile(
-    r"(?<!swapped\()(?<!swap_for_cell\()globals\(|launch|get_ipython|probes_|Recorder|register_|hook|settrace|setprofile|"
+    r"(?<!swapped\()(?<!swap_for_cell\()globals\(|launch|get_ipython|probes_|Recorder|register_\w*\s*\(|hook|settrace|setprofile|"
     r"threading|CommCounter|init_process_group|dist\.(all_|reduce|broadcast|send|recv|barrier)|OneShot|\bwatch\(|__main__|sys\.modules|inspect\.|"
     r"set_num_threads|perf_counter|time\.time|timeit|process_time|tracemalloc|\bgc\.|profiler|"
     r"memory_allocated|max_memory|getrusage|DispatchMode|__torch_function__|__torch_dispatch__|FlopCounter|"

@@ -1,5 +1,6 @@
 """Test machinery of 12 theory (experts, FP8 and kernels by the numbers): oracles that need no
-reference answer. A kit module, not withheld.
+reference answer. A kit module, not withheld; named `checks_` because its cells only call the
+student's functions and compare, so they run grader-side (docs/GRADING.md rule 10).
 
 - `dtype_facts(dtype)`: max normal, min normal, min subnormal and eps (the spacing above 1) of a
   torch floating dtype, measured from its bit patterns (the 256 codes of a float8 dtype; for the
