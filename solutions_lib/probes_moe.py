@@ -1,11 +1,9 @@
 """Test machinery for assignment 12, exercises 1 (mixture of experts, expert parallelism); not an answer.
 
-* Oracles written the long way, independent of the references: `dense_route` (softmax, sort,
-  renormalise), `dense_keep` (a loop over the assignments in GShard's priority order),
-  `dense_moe` (every expert on every token, weighted by a dense (T, E) gate matrix: the
-  computation an MoE layer must equal).
-* `course_top_k_route`, `course_capacity`: the course's copies of the router and the capacity
-  rule, swapped in for the student's own when a later answer is graded (one slip, one cell).
+* Oracles written the long way, independent of the references: `dense_moe` (every expert on
+  every token, weighted by a dense (T, E) gate matrix: the computation an MoE layer must equal);
+  `dense_route`, `dense_keep`, the course's copies (`course_top_k_route`, ...), `moe_case` and
+  the pure checks live in `checks_moe` (grader-side) and are re-exported here.
 * `CountingExpert`: wraps an expert and counts the rows it is called on (sparse compute:
   an expert sees only its own tokens).
 * `TypedCommCounter`: `CommCounter` that also splits the bytes of each operation into
@@ -21,6 +19,8 @@ import copy
 import torch
 import torch.distributed as dist
 
+from .checks_moe import (_gen, check_bias, check_capacity, check_load_report, course_capacity,  # noqa: F401
+                         course_keep, course_top_k_route, dense_keep, dense_route, moe_case)
 from .dist.counting import CommCounter, _SIZED_BY
 
 __all__ = ["dense_route", "dense_keep", "dense_moe", "course_top_k_route", "course_capacity", "CountingExpert",
@@ -28,30 +28,6 @@ __all__ = ["dense_route", "dense_keep", "dense_moe", "course_top_k_route", "cour
 
 
 # ------------------------------------------------------------------------------- oracles
-
-def dense_route(logits, k):
-    """(gates, experts) of top-k softmax routing, computed the long way (sort, then divide)."""
-    p = torch.exp(logits - logits.max(dim=1, keepdim=True).values)
-    p = p / p.sum(dim=1, keepdim=True)
-    order = torch.argsort(p, dim=1, descending=True, stable=True)[:, :k]
-    top = torch.gather(p, 1, order)
-    return top / top.sum(dim=1, keepdim=True), order
-
-
-def dense_keep(experts, n_experts, capacity):
-    """Bool (T, k): GShard's priority (all first choices in token order, then the second ...),
-    each expert keeps its first `capacity`; a plain loop."""
-    T, k = experts.shape
-    used = [0] * n_experts
-    keep = torch.zeros(T, k, dtype=torch.bool)
-    for j in range(k):
-        for t in range(T):
-            e = int(experts[t, j])
-            if used[e] < capacity:
-                keep[t, j] = True
-                used[e] += 1
-    return keep
-
 
 def dense_moe(x, router_weight, experts, top_k, capacity=None):
     """The MoE layer as one dense computation: sum_e G[:, e] * expert_e(x) over all tokens, with
@@ -61,28 +37,6 @@ def dense_moe(x, router_weight, experts, top_k, capacity=None):
         gates = gates * dense_keep(idx, router_weight.shape[1], capacity).to(gates.dtype)
     G = torch.zeros(x.shape[0], router_weight.shape[1], dtype=x.dtype).scatter_add(1, idx, gates)
     return sum(G[:, e:e + 1] * experts[e](x) for e in range(len(experts)))
-
-
-def course_top_k_route(logits, k):
-    """The course's top-k router (swapped in when a later answer is graded)."""
-    probs = torch.softmax(logits, dim=-1)
-    top, idx = probs.topk(k, dim=-1)
-    return top / top.sum(dim=-1, keepdim=True), idx
-
-
-def course_capacity(tokens, n_experts, top_k, capacity_factor):
-    """The course's ceil(capacity_factor * tokens * top_k / n_experts)."""
-    import math
-    x = capacity_factor * tokens * top_k / n_experts
-    return int(math.ceil(x - 1e-9 * max(1.0, x)))
-
-
-def course_keep(experts, n_experts, capacity):
-    """The course's capacity_keep (GShard's priority order)."""
-    order = experts.t().reshape(-1)
-    onehot = torch.nn.functional.one_hot(order.long(), n_experts)
-    place = (onehot.cumsum(0) * onehot).sum(1) - 1
-    return (place < capacity).reshape(experts.shape[1], experts.shape[0]).t()
 
 
 # ------------------------------------------------------------------------------ measuring
@@ -146,23 +100,6 @@ A2A = ("all_to_all", "all_to_all_single")
 
 
 # --------------------------------------------------------------------------------- cases
-
-def moe_case(seed, tokens, hidden, n_experts, ffn=8, skew=0.0, dtype=torch.float64):
-    """(x (T, h), router_weight (h, E), experts (ModuleList of E MLPs)), seeded. `skew` > 0 adds
-    a bias toward the first experts, so the load is uneven and some experts get no token."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(tokens, hidden, generator=g, dtype=dtype)
-    w = torch.randn(hidden, n_experts, generator=g, dtype=dtype) / hidden ** 0.5
-    if skew:
-        x = x.abs()
-        w[:, : max(1, n_experts // 4)] += skew / hidden
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed + 1)
-        experts = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(hidden, ffn), torch.nn.GELU(),
-                                                          torch.nn.Linear(ffn, hidden)).to(dtype)
-                                      for _ in range(n_experts))
-    return x, w, experts
-
 
 def one_process_grads(fn, x, w, experts, out_weight):
     """(y, dx, dw, [expert parameter gradients]) of loss = sum(fn(x, w, experts) * out_weight)."""
@@ -249,7 +186,7 @@ def forbidden(*allowed):
     from . import moe as _moe
     from .dist import expert_parallel as _ep
     mine = (dense_route, dense_keep, dense_moe, course_top_k_route, course_capacity, course_keep,
-            one_process_grads, ep_one_process)
+            one_process_grads, ep_one_process)   # the first ones live in checks_moe
     return (_moe, _ep) + tuple(f for f in mine if f not in allowed)
 
 
@@ -257,10 +194,6 @@ def forbidden(*allowed):
 # Each check_* makes the same checks, in the same order and with the same descriptions, in the
 # trusted run and in a student's run (docs/GRADING.md rule 2); expected values come from the
 # oracles above (not withheld) or, in hidden tests, from `expected=` reference values.
-
-def _gen(seed):
-    return torch.Generator().manual_seed(int(seed))
-
 
 def _grad_of(out, inp, weight, what):
     from .grading import GradingError
@@ -292,21 +225,6 @@ def check_route(top_k_route, seed, tokens, n_experts, k, label):
                  hint="the gates must stay a differentiable function of the logits (softmax, gather, divide)")
 
 
-def check_capacity(expert_capacity, capacity_keep, seed, tokens, n_experts, k, capacities, label):
-    """capacity_keep on a seeded routing against the loop oracle, for each capacity."""
-    from .grading import expect_equal, no_delegation
-    idx = dense_route(torch.randn(tokens, n_experts, generator=_gen(seed), dtype=torch.float64) * 2, k)[1]
-    if seed % 2:
-        idx[: tokens // 2, 0] = 0           # a crowded expert: drops among first choices
-    for c in capacities:
-        with no_delegation("capacity_keep", *forbidden()):
-            keep = capacity_keep(idx.clone(), n_experts, c)
-        expect_equal(torch.as_tensor(keep).bool().tolist(), dense_keep(idx, n_experts, c).tolist(),
-                     f"{label}: the kept assignments with capacity {c}",
-                     hint="first choices of all tokens in token order, then the second choices, ...; an expert "
-                          "keeps its first `capacity` assignments in that order")
-
-
 def check_losses(balancing_loss, router_z_loss, seed, tokens, n_experts, k, label, scale=2.0):
     """Both auxiliary losses on seeded logits: values and gradients against the formulas."""
     from .grading import expect_close, no_delegation
@@ -330,34 +248,6 @@ def check_losses(balancing_loss, router_z_loss, seed, tokens, n_experts, k, labe
                  hint="the mean over tokens of logsumexp(logits)^2")
     expect_close(_grad_of(lz, z2, 1.0, f"{label}: the z-loss"), _grad_of(ez, o2, 1.0, ""),
                  f"{label}: the gradient of the z-loss", rtol=1e-8, atol=1e-14)
-
-
-def check_bias(biased_route, update_bias, seed, tokens, n_experts, k, label):
-    """biased_route (choice by probability + bias, gates unbiased) and update_bias (sign rule)."""
-    from .grading import expect_close, expect_equal, no_delegation
-    g = _gen(seed)
-    logits = torch.randn(tokens, n_experts, generator=g, dtype=torch.float64)
-    bias = torch.randn(n_experts, generator=g, dtype=torch.float64) * 0.3
-    p = torch.softmax(logits, 1)
-    ei = torch.argsort(p + bias, dim=1, descending=True, stable=True)[:, :k]
-    top = p.gather(1, ei)
-    with no_delegation("biased_route", *forbidden()):
-        gates, experts = biased_route(logits.clone(), bias.clone(), k)
-    expect_equal(torch.as_tensor(experts).long().tolist(), ei.tolist(), f"{label}: the experts chosen with the bias",
-                 hint="choose by probability + bias, the largest first")
-    expect_close(torch.as_tensor(gates).detach(), top / top.sum(1, keepdim=True), f"{label}: the gates with the bias",
-                 rtol=1e-9, hint="the bias decides the choice only: gates are the chosen unbiased probabilities, renormalised")
-    idx = ei.clone()
-    idx[0] = torch.arange(k)                        # make some loads meet the mean exactly where possible
-    load = torch.bincount(idx.reshape(-1), minlength=n_experts).double()
-    expected = bias + 0.01 * torch.sign(idx.numel() / n_experts - load)
-    before = bias.clone()
-    with no_delegation("update_bias", *forbidden()):
-        new = update_bias(bias, idx.clone(), n_experts, 0.01)
-    expect_close(torch.as_tensor(new), expected, f"{label}: the updated bias", rtol=1e-12, atol=1e-15,
-                 hint="b_i + rate * sign(mean load - load_i): underloaded experts go up, overloaded down, at the mean none")
-    expect_close(bias, before, f"{label}: the bias passed in, after update_bias", rtol=0, atol=0,
-                 hint="return a new tensor; leave the argument as it was")
 
 
 def check_moe_layer(moe_layer, namespace, seed, tokens, hidden, n_experts, k, label, capacity_factor=None, skew=0.0):
@@ -450,26 +340,3 @@ def check_ep_comm(ep_moe, namespace, world, seed, tokens, hidden, n_experts, k, 
                    unit="B", hint="exchange the split sizes as an integer tensor before the rows (all_to_all_single)")
 
 
-def check_load_report(load_report, experts, n_experts, n_ranks, seconds_per_row, label, expected=None):
-    """load_report against the counts computed here (or `expected`, a reference result)."""
-    from .grading import expect_close, expect_equal, no_delegation
-    with no_delegation("load_report", *forbidden()):
-        got = load_report(experts.clone(), n_experts, n_ranks, seconds_per_row)
-    keys = ("tokens_per_expert", "expert_imbalance", "tokens_per_rank", "rank_imbalance", "step_time",
-            "balanced_step_time")
-    missing = [key for key in keys if not isinstance(got, dict) or key not in got]
-    expect_equal(missing, [], f"{label}: keys missing from the report")
-    if expected is None:
-        per_e = torch.bincount(experts.reshape(-1), minlength=n_experts).tolist()
-        m = n_experts // n_ranks
-        per_r = [sum(per_e[r * m:(r + 1) * m]) for r in range(n_ranks)]
-        expected = {"tokens_per_expert": per_e, "expert_imbalance": max(per_e) * n_experts / sum(per_e),
-                    "tokens_per_rank": per_r, "rank_imbalance": max(per_r) * n_ranks / sum(per_r),
-                    "step_time": max(per_r) * seconds_per_row, "balanced_step_time": sum(per_r) / n_ranks * seconds_per_row}
-    hints = {"tokens_per_rank": "rank r holds the contiguous block of experts r E/n .. (r+1) E/n - 1",
-             "expert_imbalance": "max over experts / mean over all E experts (empty ones count in the mean)",
-             "rank_imbalance": "max over ranks / mean over ranks",
-             "step_time": "every rank waits for the most loaded one: max rows per rank x seconds per row",
-             "balanced_step_time": "the same rows spread evenly: mean rows per rank x seconds per row"}
-    for key in keys:
-        expect_close(got[key], expected[key], f"{label}: {key}", rtol=1e-9, hint=hints.get(key, ""))

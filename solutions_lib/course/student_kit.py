@@ -117,7 +117,7 @@ KNOWN_COPIES = {
     ("11_model_parallel/exercises_1_tensor_sequence", "parallel_linear"):
         "dist.tp_lab: the course's layers that later parts of 11 ex1 run under the student's own",
     ("12_experts_fp8_triton/exercises_1_moe_ep", "top_k_route"):
-        "probes_moe.course_top_k_route: the router that the expert-parallel cells run in place of the student's",
+        "checks_moe.course_top_k_route: the router that the expert-parallel cells run in place of the student's",
     ("13_capstone/exercises", "capstone_pieces"):
         "dist.probes_capstone: group-aware copies of the capstone's pieces, swapped in so one slip costs one cell",
     ("13_capstone/exercises", "capstone_trainer"):
