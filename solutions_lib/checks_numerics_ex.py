@@ -3,7 +3,7 @@ notebook reads as a few lines of intent (issue 28).
 
 The cells keep their own inputs: every hidden seed is passed in by the cell (through
 `grading.term_seed`), and the calls of the student's functions stay in the cell, inside its
-`no_delegation` block. What lives here: the case generators the hidden cells draw from, oracles
+`no_delegation` block (except where a check must watch the call itself: `one_pass_stats`). What lives here: the case generators the hidden cells draw from, oracles
 restated in plain torch/numpy or taken from the course kit (never a reference answer), and the
 case-by-case comparisons, each one `expect_*` check with the description and hint the cell used
 to write out, in the same order.
