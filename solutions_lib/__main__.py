@@ -117,14 +117,16 @@ def cmd_autograde(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from .course.engine import main
+    from .course.engine import main as grade_main
+    from .course.engine_feedback import main as feedback_main
 
     argv = [args.assignment] + (["--workers", str(args.workers)] if args.workers else []) \
         + (["--scheduler", args.scheduler] if args.scheduler else []) \
         + (["--student", *args.student] if args.student else []) \
-        + (["--root", args.root] if args.root else []) + (["--timeout", str(args.timeout)] if args.timeout else []) \
-        + (["--feedback"] if args.feedback else [])
-    return main(argv)
+        + (["--root", args.root] if args.root else [])
+    if args.feedback:
+        return feedback_main(argv)
+    return grade_main(argv + (["--timeout", str(args.timeout)] if args.timeout else []))
 
 
 def cmd_student_kit(args) -> int:

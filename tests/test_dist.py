@@ -209,6 +209,26 @@ def test_a_run_whose_every_rank_is_stuck_in_start_up_is_retried(tmp_path, monkey
         launch(_sum_of_ranks, 1, args=(1,), collective_timeout=1, rendezvous_retries=0)
 
 
+def _threads_after_a_parallel_op(rank, world_size):
+    a = torch.randn(512, 512)
+    (a @ a).exp().sum()
+    return torch.get_num_threads()
+
+
+def test_a_forked_rank_computes_after_the_parent_used_openmp_threads():
+    """The CI failure of sessions 36 and 37: a one-rank run (cores // 1 = 2 threads) hung in its
+    first matmul because the parent pytest worker had computed with 2 OpenMP threads before the
+    fork. Forked ranks now default to one intra-op thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x = torch.randn(2000, 2000)
+        (x @ x).exp_().sum()            # the parent's OpenMP pool is now live
+        assert launch(_threads_after_a_parallel_op, 1, timeout=60) == [1]
+    finally:
+        torch.set_num_threads(before)
+
+
 def _grades_on_ranks(rank, world_size, fail_on):
     from solutions_lib.grading import expect_equal
     expect_equal(rank == fail_on, False, f"check on rank {rank}")

@@ -279,6 +279,9 @@ def test_cli_setup_error_and_table(tmp_path, capsys):
     write_fixture_course(root)
     assert engine.main([FIXTURE, "--root", str(root)]) == 2
     assert "no submissions" in capsys.readouterr().err
+    from solutions_lib.course import engine_feedback
+    assert engine_feedback.main([FIXTURE, "--root", str(root)]) == 2
+    assert "nothing autograded" in capsys.readouterr().err
     r = engine.ClassRun(FIXTURE, [engine.NotebookRun("s", "exercises", "failed", reason="kernel died")], wall=1.0)
     assert not r.ok and "s/exercises: failed: kernel died" in engine.format_class(r)
 

@@ -2,7 +2,7 @@
 
     python -m solutions_lib.course.engine A [--workers N] [--scheduler tcp://HOST:PORT]
                                             [--student S ...] [--root R] [--timeout SECONDS]
-    python -m solutions_lib.course.engine A --feedback [...]    (the feedback HTML: engine_feedback.py)
+    (the feedback HTML of a graded class on the same workers: engine_feedback.py)
 
 One task is ONE student-notebook, carried as data (engine_worker.py): the submitted
 notebook's bytes, the assignment's source notebook, the student's other files and the course
@@ -474,17 +474,10 @@ def main(argv=None) -> int:
     p.add_argument("--student", nargs="+", action="extend", default=None, help="only these students")
     p.add_argument("--root", default=None, help="course root (default: $TAS_COURSE_ROOT or this repository)")
     p.add_argument("--timeout", type=float, default=None, help="seconds one student-notebook may take")
-    p.add_argument("--feedback", action="store_true",
-                   help="make the feedback HTML of the graded students instead (engine_feedback.py)")
     a = p.parse_args(argv)
     try:
         root = Path(a.root) if a.root else course_root()
         workers = a.workers or (1 if a.scheduler else None)
-        if a.feedback:
-            from .engine_feedback import feedback_class, format_feedback
-            fb = feedback_class(root, a.assignment, a.student, workers, a.scheduler)
-            print(format_feedback(fb))
-            return 0 if fb.ok else 1
         r = grade_class(root, a.assignment, a.student, workers, a.scheduler, a.timeout)
     except (GradingSetupError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

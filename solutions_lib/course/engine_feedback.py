@@ -1,6 +1,7 @@
 """Feedback for a class on the grading engine's workers: one task per student, one course root.
 
     python -m solutions_lib grade A --feedback [--workers N] [--scheduler tcp://HOST:PORT] [--student S ...]
+    python -m solutions_lib.course.engine_feedback A [the same options, --root R]
 
 Stock `nbgrader generate_feedback A` runs on one core on the head (about 5 h for 150 students
 x 11 assignments, measured in issue 30). Here each student's feedback is one Dask task, made
@@ -262,3 +263,32 @@ def feedback_task(task: dict, gradebook: bytes) -> dict:
         return res
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    import argparse
+    import sys
+
+    from .paths import course_root
+
+    p = argparse.ArgumentParser(prog="python -m solutions_lib.course.engine_feedback",
+                                description="Make a graded class's feedback HTML on Dask: one task per student.")
+    p.add_argument("assignment")
+    p.add_argument("--workers", type=int, default=None,
+                   help="LocalCluster processes (default: CPUs); with --scheduler, workers to wait for (default 1)")
+    p.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
+    p.add_argument("--student", nargs="+", action="extend", default=None, help="only these students")
+    p.add_argument("--root", default=None, help="course root (default: $TAS_COURSE_ROOT or this repository)")
+    a = p.parse_args(argv)
+    try:
+        root = Path(a.root) if a.root else course_root()
+        fb = feedback_class(root, a.assignment, a.student, a.workers or (1 if a.scheduler else None), a.scheduler)
+    except (GradingSetupError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(format_feedback(fb))
+    return 0 if fb.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -139,7 +139,12 @@ def launch(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), kwa
 
     timeout: seconds for the whole run (start-up included); collective_timeout: the process
     group's timeout, after which a collective that waits for a missing rank raises.
-    threads_per_rank: torch intra-op threads per rank (default: cores // world_size, at least 1).
+    threads_per_rank: torch intra-op threads per rank (default: 1 for a forked rank, else
+        cores // world_size, at least 1). A forked rank with more than one thread hangs in its
+        first parallel op once the parent has used OpenMP threads itself (GNU OpenMP's thread pool
+        does not survive fork: measured here, a one-rank run with 2 threads after a 2-thread
+        matmul in the parent never returned); ask for more threads only with
+        start_method="spawn", or from a parent that has not computed with threads.
     rendezvous_retries: how often to start afresh when the ranks fail to form the process group
     (a rank stuck in start-up: forking a busy multi-threaded parent can, rarely, deadlock a
     child); a failure after start-up, in `fn`, is never retried.
@@ -158,7 +163,7 @@ def launch(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), kwa
         start_method = "fork" if backend == "gloo" and sys.platform.startswith("linux") else "spawn"
     if start_method == "fork":
         _preload_for_fork()
-    threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
+    threads = threads_per_rank or (1 if start_method == "fork" else max(1, (os.cpu_count() or 1) // world_size))
     ctx = mp.get_context(start_method)
     for attempt in range(rendezvous_retries + 1):
         try:
