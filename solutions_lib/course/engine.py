@@ -462,17 +462,22 @@ def format_class(r: ClassRun) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    from .paths import course_root
-
-    p = argparse.ArgumentParser(prog="python -m solutions_lib.course.engine",
-                                description="Autograde a class on Dask: one task per student-notebook, one gradebook.")
+def add_class_arguments(p) -> None:
+    """The options every engine command takes: assignment, workers, scheduler, students, root."""
     p.add_argument("assignment")
     p.add_argument("--workers", type=int, default=None,
                    help="LocalCluster processes (default: CPUs); with --scheduler, workers to wait for (default 1)")
     p.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
     p.add_argument("--student", nargs="+", action="extend", default=None, help="only these students")
     p.add_argument("--root", default=None, help="course root (default: $TAS_COURSE_ROOT or this repository)")
+
+
+def main(argv=None) -> int:
+    from .paths import course_root
+
+    p = argparse.ArgumentParser(prog="python -m solutions_lib.course.engine",
+                                description="Autograde a class on Dask: one task per student-notebook, one gradebook.")
+    add_class_arguments(p)
     p.add_argument("--timeout", type=float, default=None, help="seconds one student-notebook may take")
     a = p.parse_args(argv)
     try:

@@ -273,12 +273,8 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m solutions_lib.course.engine_feedback",
                                 description="Make a graded class's feedback HTML on Dask: one task per student.")
-    p.add_argument("assignment")
-    p.add_argument("--workers", type=int, default=None,
-                   help="LocalCluster processes (default: CPUs); with --scheduler, workers to wait for (default 1)")
-    p.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
-    p.add_argument("--student", nargs="+", action="extend", default=None, help="only these students")
-    p.add_argument("--root", default=None, help="course root (default: $TAS_COURSE_ROOT or this repository)")
+    from .engine import add_class_arguments
+    add_class_arguments(p)
     a = p.parse_args(argv)
     try:
         root = Path(a.root) if a.root else course_root()
