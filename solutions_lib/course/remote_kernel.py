@@ -19,6 +19,8 @@ from .. import _remote as R
 
 #: Largest reply the grader decodes from one request.
 REPLY_BYTES = 64 * 2**20
+#: seconds to wait for a request's output after the shell reply when neither it nor the idle status came
+REPLY_GRACE = 30.0
 #: Modules a name in the kernel may stand for in a grader-side cell (by name, imported here).
 MODULES = {"numpy", "torch", "scipy", "math", "cmath", "statistics", "random", "itertools", "functools",
            "collections", "fractions", "decimal", "json", "re", "string", "textwrap", "dataclasses",
@@ -391,15 +393,17 @@ class RemoteKernel:
 
     def _wait(self, msg_id: str, collect: dict) -> str:
         """Read the kernel's messages for request `msg_id` until its output is complete (the idle
-        status, or 2 s after the shell reply when the status never comes); returns the reply's
-        status ("ok", "error", "aborted" or "" when none came)."""
-        status, grace = "", None
+        status; when the status never comes, 2 s after the shell reply once the reply or an error
+        has been read, else REPLY_GRACE s: the output on iopub can trail the shell reply by seconds
+        on a loaded machine); returns the reply's status ("ok", "error", "aborted" or "" when none
+        came)."""
+        status, grace, last = "", None, None
         while True:
             now = time.monotonic()
             if now >= self.deadline:
                 self.interrupt()
                 raise CellTimeoutError("your code ran past the grader's time limit for this cell")
-            if grace is not None and now >= grace:
+            if grace is not None and now >= (grace if collect else last):
                 return status
             if not status:
                 try:
@@ -407,7 +411,7 @@ class RemoteKernel:
                         m = self.kc.get_shell_msg(timeout=0)
                         if (m.get("parent_header") or {}).get("msg_id") == msg_id:
                             status = str((m.get("content") or {}).get("status", "ok"))
-                            grace = time.monotonic() + 2.0
+                            grace, last = time.monotonic() + 2.0, time.monotonic() + REPLY_GRACE
                             if status == "aborted":
                                 return status
                 except queue.Empty:
