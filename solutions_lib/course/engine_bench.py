@@ -4,7 +4,7 @@ A small class of the course's own fastest assignment (BENCH_ASSIGNMENT, solved s
 graded in a temporary copy of the course by `engine.grade_class` on an embedded LocalCluster.
 The rate is measured on the workers (seconds per student-notebook, the median of the tasks:
 the first task of each worker also builds its template course and trusted runs), and the
-projection for 150 students x 11 assignments scales it by the course's own notebook mix:
+projection for 150 students x every assignment of the course scales it by the course's own notebook mix:
 the mean graded seconds of all notebooks (demo.NOTEBOOK_SECONDS, or this machine's measured
 ones) over those of the bench notebooks. Workers are assumed to have cores of their own
 (one Dask worker per core or two): on one 2-core machine more than 2 workers add nothing.
@@ -20,7 +20,7 @@ from typing import Callable
 
 BENCH_ASSIGNMENT = "05_communication"
 STUDENTS = 3
-TERM_STUDENTS, TERM_ASSIGNMENTS = 150, 11
+TERM_STUDENTS = 150
 PROJECT_WORKERS = (1, 2, 4, 8)
 
 
@@ -33,16 +33,15 @@ def _notebook_seconds(root: Path) -> dict[str, float]:
             for p in source_notebooks(root)}
 
 
-def projection(sec_per_notebook: float, root: Path, bench_notebooks: list[str]) -> tuple[float, float, dict[int, float]]:
-    """(notebooks per student per term, weighted seconds per notebook, {workers: hours})."""
+def projection(sec_per_notebook: float, root: Path, bench_notebooks: list[str]) -> tuple[int, int, float, dict[int, float]]:
+    """(assignments, notebooks per student per term: the whole course, weighted seconds per
+    notebook, {workers: hours})."""
     times = _notebook_seconds(root)
-    assignments = sorted({k.split("/")[0] for k in times})
-    per_assignment = len(times) / max(1, len(assignments))
+    assignments = len({k.split("/")[0] for k in times})
     bench_mean = statistics.mean(times[f"{BENCH_ASSIGNMENT}/{n}"] for n in bench_notebooks)
     weighted = sec_per_notebook * statistics.mean(times.values()) / bench_mean
-    notebooks = per_assignment * TERM_ASSIGNMENTS
-    total = TERM_STUDENTS * notebooks * weighted
-    return notebooks, weighted, {w: total / w / 3600 for w in PROJECT_WORKERS}
+    total = TERM_STUDENTS * len(times) * weighted
+    return assignments, len(times), weighted, {w: total / w / 3600 for w in PROJECT_WORKERS}
 
 
 def bench_class(out: Callable[[str], None] = print, workers: int | None = None) -> bool:
@@ -96,9 +95,9 @@ def bench_class(out: Callable[[str], None] = print, workers: int | None = None) 
         out(f"  feedback on the engine: {len(done)} students ({len(done) * len(names)} notebooks) in {fb_wall:.1f} s "
             f"wall; per student on a worker: median {fmed:.1f} s ({fmed / len(names):.1f} s per notebook)")
     ok = ok and fb.ok and len(done) == STUDENTS
-    per_student, weighted, hours = projection(med, root, [n[:-6] for n in names])
-    out(f"  projected term: {TERM_STUDENTS} students x {TERM_ASSIGNMENTS} assignments "
-        f"(~{per_student:.0f} notebooks per student, {weighted:.1f} s per notebook weighted by the course's mix):")
+    n_assignments, per_student, weighted, hours = projection(med, root, [n[:-6] for n in names])
+    out(f"  projected term: {TERM_STUDENTS} students x {n_assignments} assignments "
+        f"({per_student} notebooks per student, {weighted:.1f} s per notebook weighted by the course's mix):")
     for w, h in hours.items():
         out(f"    {w} worker(s): {h:6.1f} h")
     out(f"  load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine inflates the rate)")
