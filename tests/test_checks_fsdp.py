@@ -118,3 +118,18 @@ def test_mixed_precision_rejects_a_cast_after_the_gather():
     wrong = _answer("fsdp_layers", "fsdp_layers__bf16_cast_after_gather.py")
     with pytest.raises(GradingError, match=r"bytes per all-gather"):
         kit.check_fsdp_mixed_precision(wrong, steps=2, **BLOCKS)
+
+
+def test_whole_tensors_per_rank_keep_the_numbers_but_lose_the_traffic_and_the_state():
+    wrong = _answer("sharded_optimizer", "sharded_optimizer__partition_whole_tensors.py")
+    with pytest.raises(GradingError, match=r"reduce-scatter bytes per step\(\) on rank 0"):
+        kit.check_sharded_step(wrong, "AdamW", world=2, dims=[6, 16, 16, 2], seed=0, steps=2)
+    with pytest.raises(GradingError, match="optimizer-state bytes of rank"):
+        kit.check_sharded_state(wrong, "AdamW", world=2, dims=[6, 16, 16, 2], seed=0)
+
+
+def test_the_whole_model_gathered_up_front_trains_right_but_loses_the_memory_cell():
+    wrong = _answer("fsdp_layers", "fsdp_layers__whole_model_gathered_up_front.py")
+    kit.check_fsdp_training(wrong, steps=2, **BLOCKS)
+    with pytest.raises(GradingError, match="beyond the activations|peak_param_bytes|all-gather bytes"):
+        kit.check_fsdp_memory(wrong, steps=2, **BLOCKS)
